@@ -1,0 +1,127 @@
+//! [`CountingDevice`]: counts the requests and bytes that pass through, so
+//! tests can assert I/O amounts instead of timings.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Device;
+
+/// A snapshot of a [`CountingDevice`]'s counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct IoCounts {
+    /// Read requests.
+    pub reads: u64,
+    /// Bytes asked for by read requests.
+    pub read_bytes: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Bytes passed to write requests.
+    pub write_bytes: u64,
+    /// Sync requests.
+    pub syncs: u64,
+}
+
+impl IoCounts {
+    /// The requests made between `earlier` and this snapshot, so a test can
+    /// measure one operation. Saturates at zero if the counters were reset
+    /// in between.
+    pub fn since(&self, earlier: &IoCounts) -> IoCounts {
+        IoCounts {
+            reads: self.reads.saturating_sub(earlier.reads),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            writes: self.writes.saturating_sub(earlier.writes),
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            syncs: self.syncs.saturating_sub(earlier.syncs),
+        }
+    }
+}
+
+/// Wraps any device and counts every request passed on to it, whether or
+/// not the inner device then fails it.
+#[derive(Debug)]
+pub struct CountingDevice<D: Device> {
+    inner: D,
+    reads: AtomicU64,
+    read_bytes: AtomicU64,
+    writes: AtomicU64,
+    write_bytes: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl<D: Device> CountingDevice<D> {
+    /// Starts counting requests to `inner` from zero.
+    pub fn new(inner: D) -> Self {
+        Self {
+            inner,
+            reads: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+        }
+    }
+
+    /// The counters now. Each field is read on its own, so a snapshot taken
+    /// while other threads do I/O need not be consistent across fields.
+    pub fn counts(&self) -> IoCounts {
+        IoCounts {
+            reads: self.reads.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets every counter back to zero.
+    pub fn reset(&self) {
+        for counter in [
+            &self.reads,
+            &self.read_bytes,
+            &self.writes,
+            &self.write_bytes,
+            &self.syncs,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The wrapped device, for example to crash a wrapped fault device.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    /// Stops counting and gives the wrapped device back.
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+}
+
+impl<D: Device> Device for CountingDevice<D> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.read_at(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.write_at(offset, buf)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    fn annotate(&self, phase: &'static str) {
+        self.inner.annotate(phase);
+    }
+}

@@ -1,0 +1,152 @@
+//! The plain devices: file, memory and counting.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use wodfs_device::{
+    CountingDevice, Device, FaultConfig, FaultDevice, FileDevice, IoCounts, MemDevice,
+};
+
+/// A unique path under the system temp directory, removed on drop.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+        let file = format!("wodfs-device-{}-{unique}-{name}.img", std::process::id());
+        Self(std::env::temp_dir().join(file))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn round_trip(dev: &dyn Device) {
+    dev.write_at(4090, b"across a page boundary").unwrap();
+    dev.sync().unwrap();
+    let mut buf = [0u8; 22];
+    dev.read_at(4090, &mut buf).unwrap();
+    assert_eq!(&buf, b"across a page boundary");
+}
+
+fn rejects_out_of_range(dev: &dyn Device) {
+    let size = dev.size_bytes();
+    let error = dev.write_at(size - 2, &[0; 3]).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(dev.read_at(size, &mut [0; 1]).is_err());
+    assert!(dev.read_at(u64::MAX - 1, &mut [0; 4]).is_err());
+    dev.read_at(size, &mut []).unwrap();
+    dev.write_at(size - 1, &[1]).unwrap();
+}
+
+#[test]
+fn file_device_round_trips_and_reopens() {
+    let path = TempPath::new("round-trip");
+    {
+        let dev = FileDevice::create(&path.0, 1 << 20).unwrap();
+        assert_eq!(dev.size_bytes(), 1 << 20);
+        round_trip(&dev);
+        // A fresh image reads as zeroes.
+        let mut buf = [0xFFu8; 64];
+        dev.read_at(100_000, &mut buf).unwrap();
+        assert_eq!(buf, [0; 64]);
+    }
+    let reopened = FileDevice::open(&path.0).unwrap();
+    assert_eq!(reopened.size_bytes(), 1 << 20);
+    let mut buf = [0u8; 22];
+    reopened.read_at(4090, &mut buf).unwrap();
+    assert_eq!(&buf, b"across a page boundary");
+}
+
+#[test]
+fn file_device_create_truncates_an_existing_image() {
+    let path = TempPath::new("truncate");
+    FileDevice::create(&path.0, 8192)
+        .unwrap()
+        .write_at(0, b"old")
+        .unwrap();
+    let dev = FileDevice::create(&path.0, 4096).unwrap();
+    assert_eq!(dev.size_bytes(), 4096);
+    let mut buf = [0xFFu8; 3];
+    dev.read_at(0, &mut buf).unwrap();
+    assert_eq!(buf, [0; 3]);
+}
+
+#[test]
+fn file_device_rejects_out_of_range_io() {
+    let path = TempPath::new("range");
+    rejects_out_of_range(&FileDevice::create(&path.0, 65536).unwrap());
+}
+
+#[test]
+fn file_device_open_fails_for_a_missing_path() {
+    let path = TempPath::new("missing");
+    let error = FileDevice::open(&path.0).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::NotFound);
+}
+
+#[test]
+fn mem_device_round_trips_and_exports_its_bytes() {
+    let dev = MemDevice::new(65536);
+    round_trip(&dev);
+    rejects_out_of_range(&dev);
+    let copy = MemDevice::from_bytes(dev.to_bytes());
+    assert_eq!(copy.size_bytes(), 65536);
+    assert_eq!(copy.to_bytes(), dev.to_bytes());
+}
+
+#[test]
+fn counting_device_counts_requests_and_bytes() {
+    let dev = CountingDevice::new(MemDevice::new(8192));
+    dev.write_at(0, &[1; 100]).unwrap();
+    dev.write_at(100, &[2; 28]).unwrap();
+    let before = dev.counts();
+    dev.read_at(0, &mut [0; 64]).unwrap();
+    dev.sync().unwrap();
+    assert_eq!(
+        before,
+        IoCounts {
+            writes: 2,
+            write_bytes: 128,
+            ..IoCounts::default()
+        }
+    );
+    assert_eq!(
+        dev.counts().since(&before),
+        IoCounts {
+            reads: 1,
+            read_bytes: 64,
+            syncs: 1,
+            ..IoCounts::default()
+        }
+    );
+    // Failed requests were still issued, so they count.
+    assert!(dev.read_at(8192, &mut [0; 1]).is_err());
+    assert_eq!(dev.counts().reads, 2);
+    dev.reset();
+    assert_eq!(dev.counts(), IoCounts::default());
+    assert_eq!(dev.inner().to_bytes()[100], 2);
+}
+
+#[test]
+fn counting_device_forwards_annotations() {
+    let dev = CountingDevice::new(Arc::new(FaultDevice::new(4096, FaultConfig::with_seed(1))));
+    dev.annotate("flush.leaf");
+    dev.inner().cut_power();
+    assert_eq!(dev.inner().phase_at_power_cut(), Some("flush.leaf"));
+    assert_eq!(dev.size_bytes(), 4096);
+}
+
+#[test]
+fn devices_work_behind_arc_and_box() {
+    let shared: Arc<dyn Device> = Arc::new(MemDevice::new(8192));
+    round_trip(&shared);
+    let boxed: Box<dyn Device> = Box::new(MemDevice::new(8192));
+    round_trip(&boxed);
+}
