@@ -1,1 +1,70 @@
-fn main() {}
+//! Reference FUSE file systems for the wodfs benchmark.
+//!
+//! * `fuse-ref nullfs MOUNTPOINT` keeps everything in memory: the ceiling
+//!   any FUSE file system can reach on this machine.
+//! * `fuse-ref passthrough BACKING_DIR MOUNTPOINT` forwards every operation
+//!   to a directory of a kernel file system: what FUSE costs on top of it.
+//!
+//! Both negotiate the INIT flags and mount options wodfs uses (see
+//! `common.rs`), run in the foreground and unmount on SIGTERM/SIGINT/SIGHUP.
+
+mod common;
+mod logger;
+mod nullfs;
+mod passthrough;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: fuse-ref nullfs [--threads N] MOUNTPOINT
+       fuse-ref passthrough [--threads N] BACKING_DIR MOUNTPOINT";
+
+fn main() -> ExitCode {
+    logger::init();
+    let mut args = std::env::args_os().skip(1);
+    let Some(command) = args.next() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let mut threads = 1usize;
+    let mut positional: Vec<PathBuf> = Vec::new();
+    while let Some(arg) = args.next() {
+        if arg == "--threads" {
+            match args.next().and_then(|n| n.to_str()?.parse().ok()) {
+                Some(n) if n >= 1 => threads = n,
+                _ => {
+                    eprintln!("--threads needs a positive number\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else if arg == "--help" || arg == "-h" {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        } else {
+            positional.push(PathBuf::from(arg));
+        }
+    }
+    let served = match (command.to_str(), positional.as_slice()) {
+        (Some("nullfs"), [mountpoint]) => {
+            serve::serve(nullfs::NullFs::new(), mountpoint, "nullfs", threads)
+        }
+        (Some("passthrough"), [backing, mountpoint]) => {
+            match passthrough::Passthrough::new(backing) {
+                Ok(fs) => serve::serve(fs, mountpoint, "passthrough", threads),
+                Err(error) => Err(error),
+            }
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("fuse-ref: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

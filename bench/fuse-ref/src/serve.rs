@@ -1,0 +1,55 @@
+//! Mounting, serving and clean unmounting on SIGTERM/SIGINT/SIGHUP.
+
+use std::io;
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+
+use fuser::{Filesystem, Session};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::common::mount_config;
+
+/// Mounts `fs` on `mountpoint` and serves it until it is unmounted, either
+/// from outside (`umount`, `fusermount3 -u`) or by a termination signal.
+/// A signal unmounts rather than killing the process, which would leave a
+/// dead mount ("Transport endpoint is not connected") behind.
+pub fn serve<FS: Filesystem>(
+    fs: FS,
+    mountpoint: &Path,
+    subtype: &str,
+    threads: usize,
+) -> io::Result<()> {
+    let config = mount_config(subtype, threads);
+    let mut session = Session::new(fs, mountpoint, &config)?;
+    let mut unmounter = session.unmount_callable();
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let signals_handle = signals.handle();
+    let mountpoint_owned = mountpoint.to_path_buf();
+    let watcher = thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                log::info!("signal {signal}: unmounting {}", mountpoint_owned.display());
+                if let Err(error) = unmounter.unmount() {
+                    // Busy (a process has its cwd inside): detach lazily; the
+                    // session ends when the last user lets go.
+                    log::warn!("unmount failed ({error}); detaching lazily");
+                    let detached = Command::new("umount")
+                        .arg("-l")
+                        .arg(&mountpoint_owned)
+                        .status();
+                    if let Err(error) = detached {
+                        log::error!("lazy unmount failed: {error}");
+                    }
+                }
+            }
+        })?;
+    let served = session.run();
+    signals_handle.close();
+    if watcher.join().is_err() {
+        log::error!("signal watcher panicked");
+    }
+    served
+}
