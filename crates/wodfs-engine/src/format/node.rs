@@ -1,0 +1,217 @@
+//! Encoding of a whole node: header, then partitions.
+//!
+//! The header is read with one I/O (its length and checksum are in the
+//! block table), and names each partition's place, length, codec and
+//! checksum, so any one partition can then be read and verified alone.
+
+use super::bytes::{Dec, DecResult, Enc};
+use super::checksum;
+use super::partition::{
+    compress, decode_basement, decode_buffer, decompress, encode_basement, encode_buffer,
+    PART_BASEMENT, PART_BUFFER,
+};
+use crate::config::Compression;
+use crate::node::{Edge, Node, Part, PartLoc, PartSlot};
+use crate::table::BlockNum;
+use crate::MAX_KEY_BYTES;
+
+const NODE_MAGIC: u32 = u32::from_le_bytes(*b"WODN");
+/// Bytes of one partition-table entry.
+const PART_ENTRY_BYTES: usize = 1 + 4 + 4 + 4 + 1 + 4;
+/// Edge flag: the edge carries a translation prefix (reserved for clones).
+const EDGE_HAS_TRANSLATION: u8 = 1;
+const MAX_HEIGHT: u8 = 32;
+
+/// A serialized node ready to be written.
+#[derive(Debug)]
+pub(crate) struct NodeImage {
+    pub bytes: Vec<u8>,
+    pub header_len: u32,
+    pub header_crc: u32,
+    pub part_locs: Vec<PartLoc>,
+}
+
+/// Serializes a fully loaded node.
+pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression) -> NodeImage {
+    let mut kinds = Vec::with_capacity(node.parts.len());
+    let mut stored = Vec::with_capacity(node.parts.len());
+    for slot in &node.parts {
+        let mut e = Enc::with_capacity(slot.data.get().map_or(0, Part::bytes) + 16);
+        match slot.data.get().expect("a node is fully loaded before it is written") {
+            Part::Basement(b) => {
+                kinds.push(PART_BASEMENT);
+                encode_basement(b, &mut e);
+            }
+            Part::Buffer(b) => {
+                kinds.push(PART_BUFFER);
+                encode_buffer(b, &mut e);
+            }
+        }
+        let raw_len = e.buf.len() as u32;
+        let (codec, bytes) = compress(e.buf, compression);
+        stored.push((raw_len, codec, bytes));
+    }
+
+    let mut h = Enc::with_capacity(256);
+    h.u32(NODE_MAGIC);
+    h.u16(super::FORMAT_VERSION as u16);
+    h.u8(node.height);
+    h.u8(0);
+    h.u64(block);
+    h.u64(node.max_msn);
+    h.u32(node.parts.len() as u32);
+    h.bytes(&node.prefix);
+    for p in &node.pivots {
+        h.bytes(p);
+    }
+    for edge in &node.children {
+        h.u64(edge.child);
+        h.bytes(&edge.lift);
+        h.u8(0);
+    }
+    let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + 4;
+    let mut offset = header_len;
+    let mut part_locs = Vec::with_capacity(stored.len());
+    for (i, (raw_len, codec, bytes)) in stored.iter().enumerate() {
+        let loc = PartLoc {
+            offset: offset as u32,
+            stored_len: bytes.len() as u32,
+            raw_len: *raw_len,
+            codec: *codec,
+            crc: checksum(bytes),
+        };
+        h.u8(kinds[i]);
+        h.u32(loc.offset);
+        h.u32(loc.stored_len);
+        h.u32(loc.raw_len);
+        h.u8(loc.codec);
+        h.u32(loc.crc);
+        part_locs.push(loc);
+        offset += bytes.len();
+    }
+    let header_crc = checksum(&h.buf);
+    h.u32(header_crc);
+    debug_assert_eq!(h.len(), header_len);
+    let mut out = h.buf;
+    out.reserve(offset - header_len);
+    for (_, _, bytes) in stored {
+        out.extend_from_slice(&bytes);
+    }
+    NodeImage {
+        bytes: out,
+        header_len: header_len as u32,
+        header_crc,
+        part_locs,
+    }
+}
+
+/// Decodes a node header (exactly the header bytes, checksum included) into
+/// a node whose partitions are not loaded yet. `extent_len` bounds the
+/// partition offsets.
+pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> DecResult<Node> {
+    if buf.len() < 4 {
+        return Err("node header shorter than its checksum".into());
+    }
+    let (body, crc) = buf.split_at(buf.len() - 4);
+    let crc = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    if checksum(body) != crc {
+        return Err("node header checksum mismatch".into());
+    }
+    let mut d = Dec::new(body);
+    if d.u32("magic")? != NODE_MAGIC {
+        return Err("bad node magic".into());
+    }
+    let version = d.u16("version")?;
+    if u32::from(version) != super::FORMAT_VERSION {
+        return Err(format!("node format version {version}"));
+    }
+    let height = d.u8("height")?;
+    if height > MAX_HEIGHT {
+        return Err(format!("node height {height} is impossible"));
+    }
+    let _flags = d.u8("flags")?;
+    let stored_block = d.u64("block number")?;
+    if stored_block != block {
+        return Err(format!(
+            "node belongs to block {stored_block}, expected block {block}"
+        ));
+    }
+    let max_msn = d.u64("max msn")?;
+    let n_parts = d.u32("partition count")? as usize;
+    if n_parts == 0 || n_parts > d.remaining() {
+        return Err(format!("partition count {n_parts}"));
+    }
+    let prefix = d.bytes("prefix", MAX_KEY_BYTES)?.to_vec();
+    let mut pivots = Vec::with_capacity(n_parts - 1);
+    for _ in 1..n_parts {
+        let p = d.bytes("pivot", MAX_KEY_BYTES)?.to_vec();
+        if pivots.last().is_some_and(|l: &Vec<u8>| *l >= p) {
+            return Err("pivots out of order".into());
+        }
+        pivots.push(p);
+    }
+    let mut children = Vec::new();
+    if height > 0 {
+        for _ in 0..n_parts {
+            let child = d.u64("child block")?;
+            let lift = d.bytes("lift", MAX_KEY_BYTES)?.to_vec();
+            let flags = d.u8("edge flags")?;
+            if flags & EDGE_HAS_TRANSLATION != 0 {
+                return Err("translation prefixes are not supported by this version".into());
+            }
+            if flags != 0 {
+                return Err(format!("unknown edge flags {flags:#x}"));
+            }
+            children.push(Edge { child, lift });
+        }
+    }
+    let want_kind = if height == 0 { PART_BASEMENT } else { PART_BUFFER };
+    let mut parts = Vec::with_capacity(n_parts);
+    for _ in 0..n_parts {
+        let kind = d.u8("partition kind")?;
+        let loc = PartLoc {
+            offset: d.u32("partition offset")?,
+            stored_len: d.u32("partition length")?,
+            raw_len: d.u32("partition raw length")?,
+            codec: d.u8("partition codec")?,
+            crc: d.u32("partition checksum")?,
+        };
+        if kind != want_kind {
+            return Err(format!("partition kind {kind} in a node of height {height}"));
+        }
+        if u64::from(loc.offset) + u64::from(loc.stored_len) > extent_len
+            || (loc.offset as usize) < buf.len()
+        {
+            return Err("partition outside its node".into());
+        }
+        if loc.raw_len as usize > 64 * extent_len.max(1 << 20) as usize {
+            return Err("partition raw length implausible".into());
+        }
+        parts.push(PartSlot {
+            disk: Some(loc),
+            data: Default::default(),
+        });
+    }
+    d.finish("node header")?;
+    Ok(Node {
+        height,
+        prefix,
+        pivots,
+        children,
+        parts,
+        max_msn,
+    })
+}
+
+/// Verifies and decodes one partition's stored bytes.
+pub(crate) fn decode_part(stored: &[u8], loc: &PartLoc, leaf: bool) -> DecResult<Part> {
+    if checksum(stored) != loc.crc {
+        return Err("partition checksum mismatch".into());
+    }
+    let raw = decompress(stored, loc.codec, loc.raw_len as usize)?;
+    if leaf {
+        Ok(Part::Basement(decode_basement(&raw)?))
+    } else {
+        Ok(Part::Buffer(decode_buffer(&raw)?))
+    }
+}

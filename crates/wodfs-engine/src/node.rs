@@ -1,0 +1,188 @@
+//! The in-memory form of a node.
+//!
+//! A node is a header (height, frame prefix, pivots, child edges) plus
+//! partitions: for an internal node, one message buffer per child; for a
+//! leaf, basements holding sorted entries. Partitions load lazily and one at
+//! a time, so a point query reads one partition per level. A node that is
+//! modified is always fully loaded first (it is written back whole,
+//! redirect-on-write).
+//!
+//! Keys, pivots and range bounds inside a node are stored relative to the
+//! node's frame prefix (lifting): every key in the node's range starts with
+//! that prefix, so it is stored once, on the parent's edge, and rebuilt on
+//! the way down.
+
+use std::sync::OnceLock;
+
+use crate::basement::Basement;
+use crate::buffer::MsgBuffer;
+use crate::msg::Msn;
+use crate::table::BlockNum;
+
+/// Where a partition sits inside its node's extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PartLoc {
+    /// Byte offset from the start of the node's extent.
+    pub offset: u32,
+    /// Stored (possibly compressed) length.
+    pub stored_len: u32,
+    /// Decoded length.
+    pub raw_len: u32,
+    /// Compression codec number.
+    pub codec: u8,
+    /// crc32c of the stored bytes.
+    pub crc: u32,
+}
+
+/// A partition's contents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    Buffer(MsgBuffer),
+    Basement(Basement),
+}
+
+impl Part {
+    pub fn bytes(&self) -> usize {
+        match self {
+            Part::Buffer(b) => b.bytes(),
+            Part::Basement(b) => b.bytes(),
+        }
+    }
+}
+
+/// A partition slot: its place on disk (if the node was ever written) and
+/// its contents once loaded.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PartSlot {
+    pub disk: Option<PartLoc>,
+    pub data: OnceLock<Part>,
+}
+
+impl PartSlot {
+    pub fn loaded(part: Part) -> Self {
+        PartSlot {
+            disk: None,
+            data: OnceLock::from(part),
+        }
+    }
+}
+
+/// A child pointer of an internal node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub child: BlockNum,
+    /// Bytes the child's frame prefix adds to this node's: the common
+    /// prefix of the child's two bounding pivots, relative to this node.
+    pub lift: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    /// 0 for a leaf.
+    pub height: u8,
+    /// Absolute frame prefix of every key in this node.
+    pub prefix: Vec<u8>,
+    /// Separators between partitions (children for internal nodes,
+    /// basements for leaves), relative to `prefix`.
+    pub pivots: Vec<Vec<u8>>,
+    /// Child edges; empty for a leaf.
+    pub children: Vec<Edge>,
+    pub parts: Vec<PartSlot>,
+    /// Highest MSN of any message this node holds or has applied.
+    pub max_msn: Msn,
+}
+
+impl Node {
+    pub fn empty_leaf(prefix: Vec<u8>) -> Self {
+        Node {
+            height: 0,
+            prefix,
+            pivots: Vec::new(),
+            children: Vec::new(),
+            parts: vec![PartSlot::loaded(Part::Basement(Basement::default()))],
+            max_msn: 0,
+        }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.height == 0
+    }
+
+    /// Index of the partition holding relative key `rel`.
+    pub fn part_index(&self, rel: &[u8]) -> usize {
+        self.pivots.partition_point(|p| p.as_slice() <= rel)
+    }
+
+    pub fn is_fully_loaded(&self) -> bool {
+        self.parts.iter().all(|p| p.data.get().is_some())
+    }
+
+    /// Bytes of everything loaded, for the cache budget.
+    pub fn mem_bytes(&self) -> usize {
+        let header: usize = 64
+            + self.prefix.len()
+            + self.pivots.iter().map(|p| p.len() + 24).sum::<usize>()
+            + self.children.iter().map(|e| e.lift.len() + 48).sum::<usize>();
+        header
+            + self
+                .parts
+                .iter()
+                .map(|p| p.data.get().map_or(0, |d| d.bytes() + 64))
+                .sum::<usize>()
+    }
+
+    /// Bytes of all partitions (loaded ones only are counted exactly).
+    pub fn content_bytes(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p.data.get() {
+                Some(d) => d.bytes(),
+                None => p.disk.map_or(0, |l| l.raw_len as usize),
+            })
+            .sum()
+    }
+
+    pub fn buffer(&self, i: usize) -> &MsgBuffer {
+        match self.parts[i].data.get() {
+            Some(Part::Buffer(b)) => b,
+            _ => panic!("buffer {i} of an internal node is not loaded"),
+        }
+    }
+
+    pub fn buffer_mut(&mut self, i: usize) -> &mut MsgBuffer {
+        match self.parts[i].data.get_mut() {
+            Some(Part::Buffer(b)) => b,
+            _ => panic!("buffer {i} of an internal node is not loaded"),
+        }
+    }
+
+    pub fn basement_mut(&mut self, i: usize) -> &mut Basement {
+        match self.parts[i].data.get_mut() {
+            Some(Part::Basement(b)) => b,
+            _ => panic!("basement {i} of a leaf is not loaded"),
+        }
+    }
+
+    pub fn basement(&self, i: usize) -> &Basement {
+        match self.parts[i].data.get() {
+            Some(Part::Basement(b)) => b,
+            _ => panic!("basement {i} of a leaf is not loaded"),
+        }
+    }
+
+    /// Sum of the loaded buffers' bytes (internal nodes are fully loaded
+    /// whenever this is asked).
+    pub fn buffer_bytes(&self) -> usize {
+        (0..self.parts.len())
+            .map(|i| self.parts[i].data.get().map_or(0, |p| p.bytes()))
+            .sum()
+    }
+
+    /// Forgets where partitions were on disk: the node is dirty and will
+    /// be written whole to a new place.
+    pub fn mark_modified(&mut self) {
+        for p in &mut self.parts {
+            p.disk = None;
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The node cache: nodes by block number, within a memory budget.
+//!
+//! Readers (holding the tree's read lock) look nodes up and load missing
+//! nodes and partitions concurrently through the map's mutex and each
+//! partition's `OnceLock`. The writer (holding the write lock) takes nodes
+//! out, changes them and puts them back; nobody else can hold them then.
+//! Accounting is by `Node::mem_bytes`, updated on every put and partition
+//! load; eviction runs between operations (see `State::evict`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::node::Node;
+use crate::table::BlockNum;
+
+#[derive(Debug)]
+pub(crate) struct CacheEntry {
+    pub node: Node,
+    pub dirty: bool,
+    last_used: AtomicU64,
+    accounted: AtomicUsize,
+}
+
+impl Clone for CacheEntry {
+    fn clone(&self) -> Self {
+        CacheEntry {
+            node: self.node.clone(),
+            dirty: self.dirty,
+            last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
+            accounted: AtomicUsize::new(self.accounted.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    map: Mutex<HashMap<BlockNum, Arc<CacheEntry>>>,
+    bytes: AtomicUsize,
+    clock: AtomicU64,
+}
+
+impl Cache {
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn get(&self, b: BlockNum) -> Option<Arc<CacheEntry>> {
+        let e = self.map.lock().get(&b).cloned()?;
+        e.last_used.store(self.tick(), Ordering::Relaxed);
+        Some(e)
+    }
+
+    pub fn contains(&self, b: BlockNum) -> bool {
+        self.map.lock().contains_key(&b)
+    }
+
+    /// Is `b` cached, fully loaded? (Cheap to descend into.)
+    pub fn is_fully_loaded(&self, b: BlockNum) -> bool {
+        self.map
+            .lock()
+            .get(&b)
+            .is_some_and(|e| e.node.is_fully_loaded())
+    }
+
+    /// Inserts a node (a reader's load, or the writer's put).
+    pub fn put(&self, b: BlockNum, node: Node, dirty: bool) -> Arc<CacheEntry> {
+        let size = node.mem_bytes();
+        let entry = Arc::new(CacheEntry {
+            node,
+            dirty,
+            last_used: AtomicU64::new(self.tick()),
+            accounted: AtomicUsize::new(size),
+        });
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        if let Some(old) = self.map.lock().insert(b, entry.clone()) {
+            self.bytes
+                .fetch_sub(old.accounted.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        entry
+    }
+
+    /// A reader loaded one more partition of a cached node.
+    pub fn grew(&self, entry: &CacheEntry, added: usize) {
+        entry.accounted.fetch_add(added, Ordering::Relaxed);
+        self.bytes.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Removes a node (the writer's take, or eviction). Returns it with its
+    /// dirty flag.
+    pub fn take(&self, b: BlockNum) -> Option<(Node, bool)> {
+        let e = self.map.lock().remove(&b)?;
+        self.bytes
+            .fetch_sub(e.accounted.load(Ordering::Relaxed), Ordering::Relaxed);
+        let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
+        Some((e.node, e.dirty))
+    }
+
+    /// Drops a node without returning it.
+    pub fn discard(&self, b: BlockNum) {
+        self.take(b);
+    }
+
+    /// Block numbers of dirty nodes.
+    pub fn dirty_blocks(&self) -> Vec<BlockNum> {
+        self.map
+            .lock()
+            .iter()
+            .filter(|(_, e)| e.dirty)
+            .map(|(b, _)| *b)
+            .collect()
+    }
+
+    /// Marks a node clean after it was written (it stays cached).
+    pub fn mark_clean(&self, b: BlockNum, written: Node) {
+        let mut map = self.map.lock();
+        if let Some(e) = map.get_mut(&b) {
+            let fresh = Arc::new(CacheEntry {
+                node: written,
+                dirty: false,
+                last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
+                accounted: AtomicUsize::new(e.accounted.load(Ordering::Relaxed)),
+            });
+            *e = fresh;
+        }
+    }
+
+    /// Cached blocks, least recently used first.
+    pub fn lru_order(&self) -> Vec<(BlockNum, bool)> {
+        let map = self.map.lock();
+        let mut v: Vec<(u64, BlockNum, bool)> = map
+            .iter()
+            .map(|(b, e)| (e.last_used.load(Ordering::Relaxed), *b, e.dirty))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, b, d)| (b, d)).collect()
+    }
+}

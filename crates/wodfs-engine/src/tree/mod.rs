@@ -1,0 +1,513 @@
+//! The tree handle and its public operations.
+//!
+//! Locking: one `RwLock` over the tree state. Queries and scans take it
+//! shared and run in parallel, loading nodes into the cache through the
+//! cache's own mutex. Writes take it exclusively for the time it takes to
+//! apply their messages (usually in memory; a flush may read and write
+//! nodes). A checkpoint holds it only while serializing dirty nodes, and
+//! writes and syncs the device without it. A second mutex serializes
+//! checkpoints, so any thread can call [`Tree::checkpoint`] and wait.
+
+mod cache;
+mod checkpoint;
+mod frame;
+mod query;
+mod state;
+mod stats;
+mod verify;
+mod write;
+
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use wodfs_device::Device;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::msg::{PointMsg, PointOp};
+use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use state::{Env, State};
+use stats::Stats;
+use write::Msg;
+
+pub use frame::prefix_successor;
+pub use stats::TreeStats;
+pub use verify::VerifyReport;
+
+/// One operation of an atomic batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Set `key` to `value`.
+    Insert {
+        /// The key.
+        key: Vec<u8>,
+        /// The new value.
+        value: Vec<u8>,
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Write `data` at `offset` inside the value of `key`, without reading
+    /// it (a missing value reads as empty; gaps are zero-filled).
+    Patch {
+        /// The key.
+        key: Vec<u8>,
+        /// Byte offset inside the value.
+        offset: u32,
+        /// The bytes to write.
+        data: Vec<u8>,
+    },
+    /// Shorten the value of `key` to at most `len` bytes.
+    Truncate {
+        /// The key.
+        key: Vec<u8>,
+        /// The new maximum length.
+        len: u32,
+    },
+    /// Remove every key in `[lo, hi)`.
+    DeleteRange {
+        /// First key removed.
+        lo: Vec<u8>,
+        /// First key kept (exclusive bound).
+        hi: Vec<u8>,
+    },
+    /// Give every key with prefix `from` the prefix `to` instead; keys
+    /// that had prefix `to` before are removed first. Neither prefix may be
+    /// a prefix of the other.
+    RangeMove {
+        /// Source prefix.
+        from: Vec<u8>,
+        /// Destination prefix.
+        to: Vec<u8>,
+    },
+}
+
+#[derive(Debug)]
+struct Shared {
+    dev: Box<dyn Device>,
+    cfg: Config,
+    state: RwLock<State>,
+    checkpoint_lock: Mutex<()>,
+    poison: Mutex<Option<String>>,
+    stats: Stats,
+}
+
+/// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    shared: Arc<Shared>,
+}
+
+impl Tree {
+    /// Formats `dev` with an empty tree and opens it.
+    pub fn create(dev: Box<dyn Device>, cfg: Config) -> Result<Tree> {
+        let stats = Stats::default();
+        let state = {
+            let env = Env {
+                dev: dev.as_ref(),
+                cfg: &cfg,
+                stats: &stats,
+            };
+            checkpoint::create_state(env)?
+        };
+        let tree = Tree::from_parts(dev, cfg, state, stats);
+        tree.checkpoint()?;
+        Ok(tree)
+    }
+
+    /// Opens the tree on `dev` at its newest durable checkpoint, with a
+    /// node cache of `cache_bytes`.
+    pub fn open(dev: Box<dyn Device>, cache_bytes: usize) -> Result<Tree> {
+        let stats = Stats::default();
+        let (mut state, cfg) = {
+            let probe = Config {
+                cache_bytes,
+                ..Config::default()
+            };
+            let env = Env {
+                dev: dev.as_ref(),
+                cfg: &probe,
+                stats: &stats,
+            };
+            checkpoint::open_state(env, cache_bytes)?
+        };
+        {
+            let env = Env {
+                dev: dev.as_ref(),
+                cfg: &cfg,
+                stats: &stats,
+            };
+            // The root stays cached and whole: writes land in it without I/O.
+            let root = state.root;
+            let (node, dirty) = state.take_full(env, root)?;
+            state.put_clean(root, node, dirty);
+        }
+        Ok(Tree::from_parts(dev, cfg, state, stats))
+    }
+
+    fn from_parts(dev: Box<dyn Device>, cfg: Config, state: State, stats: Stats) -> Tree {
+        Tree {
+            shared: Arc::new(Shared {
+                dev,
+                cfg,
+                state: RwLock::new(state),
+                checkpoint_lock: Mutex::new(()),
+                poison: Mutex::new(None),
+                stats,
+            }),
+        }
+    }
+
+    fn env(&self) -> Env<'_> {
+        Env {
+            dev: self.shared.dev.as_ref(),
+            cfg: &self.shared.cfg,
+            stats: &self.shared.stats,
+        }
+    }
+
+    /// The configuration in force (shape from the image, cache from open).
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// The device the tree lives on.
+    pub fn device(&self) -> &dyn Device {
+        self.shared.dev.as_ref()
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match &*self.shared.poison.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            let mut p = self.shared.poison.lock();
+            if p.is_none() {
+                *p = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    /// Sets `key` to `value`.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(&[Op::Insert {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }])
+    }
+
+    /// Removes `key`.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write(&[Op::Delete { key: key.to_vec() }])
+    }
+
+    /// Writes `data` at `offset` inside the value of `key` without reading it.
+    pub fn patch(&self, key: &[u8], offset: u32, data: &[u8]) -> Result<()> {
+        self.write(&[Op::Patch {
+            key: key.to_vec(),
+            offset,
+            data: data.to_vec(),
+        }])
+    }
+
+    /// Shortens the value of `key` to at most `len` bytes.
+    pub fn truncate_value(&self, key: &[u8], len: u32) -> Result<()> {
+        self.write(&[Op::Truncate {
+            key: key.to_vec(),
+            len,
+        }])
+    }
+
+    /// Removes every key in `[lo, hi)` with one message.
+    pub fn delete_range(&self, lo: &[u8], hi: &[u8]) -> Result<()> {
+        self.write(&[Op::DeleteRange {
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+        }])
+    }
+
+    /// Moves every key with prefix `from` to prefix `to` (see [`Op::RangeMove`]).
+    pub fn range_move(&self, from: &[u8], to: &[u8]) -> Result<()> {
+        self.write(&[Op::RangeMove {
+            from: from.to_vec(),
+            to: to.to_vec(),
+        }])
+    }
+
+    /// Applies `ops` as one atomic batch: no reader sees part of it, and a
+    /// checkpoint contains all of it or none.
+    pub fn write(&self, ops: &[Op]) -> Result<()> {
+        for op in ops {
+            validate(op)?;
+        }
+        self.check_poison()?;
+        let env = self.env();
+        let mut st = self.shared.state.write();
+        let r = (|| {
+            for op in ops {
+                apply_op(&mut st, env, op)?;
+            }
+            st.evict(env)
+        })();
+        self.poison(r)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if key.len() > MAX_KEY_BYTES {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_BYTES,
+            });
+        }
+        let env = self.env();
+        let st = self.shared.state.read();
+        let v = st.get(env, key);
+        st.evict_clean(env);
+        v
+    }
+
+    /// Entries with keys in `[lo, hi)` (`hi = None`: to the end), in order.
+    /// The iterator reads a leaf at a time; each batch is consistent, and
+    /// writes made while iterating may or may not be seen by later batches.
+    pub fn range(&self, lo: &[u8], hi: Option<&[u8]>) -> RangeIter {
+        RangeIter {
+            tree: self.clone(),
+            cursor: Some(lo.to_vec()),
+            hi: hi.map(<[u8]>::to_vec),
+            batch: Vec::new().into_iter(),
+        }
+    }
+
+    /// Every entry whose key starts with `prefix`.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> RangeIter {
+        let hi = prefix_successor(prefix);
+        self.range(prefix, hi.as_deref())
+    }
+
+    /// Makes everything written so far durable: a new checkpoint.
+    pub fn checkpoint(&self) -> Result<()> {
+        let _one_at_a_time = self.shared.checkpoint_lock.lock();
+        self.check_poison()?;
+        let env = self.env();
+        let plan = {
+            let mut st = self.shared.state.write();
+            let r = st.plan_checkpoint(env);
+            self.poison(r)?
+        };
+        let r = checkpoint::write_checkpoint(env, &plan);
+        let generation = self.poison(r)?;
+        self.shared.state.write().commit_checkpoint(generation);
+        self.shared.stats.add_checkpoint();
+        Ok(())
+    }
+
+    /// Checkpoints and closes the tree.
+    pub fn close(self) -> Result<()> {
+        self.checkpoint()
+    }
+
+    /// Checks every structural invariant (reads the whole tree).
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let env = self.env();
+        let st = self.shared.state.read();
+        verify::verify(&st, env)
+    }
+
+    /// The engine's counters since open.
+    pub fn stats(&self) -> TreeStats {
+        self.shared.stats.snapshot()
+    }
+
+    /// Bytes the node cache holds now.
+    pub fn cache_bytes_used(&self) -> usize {
+        self.shared.state.read().cache.bytes()
+    }
+
+    /// Free bytes in the node area (released space counts only once a
+    /// checkpoint made it reusable).
+    pub fn free_bytes(&self) -> u64 {
+        self.shared.state.read().table.space.free_bytes()
+    }
+
+    /// Tree height (0: the root is a leaf).
+    pub fn height(&self) -> u8 {
+        self.shared.state.read().height
+    }
+}
+
+fn check_key(k: &[u8]) -> Result<()> {
+    if k.len() > MAX_KEY_BYTES {
+        return Err(Error::KeyTooLarge {
+            len: k.len(),
+            max: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn check_value_end(end: usize) -> Result<()> {
+    if end > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge {
+            len: end,
+            max: MAX_VALUE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn validate(op: &Op) -> Result<()> {
+    match op {
+        Op::Insert { key, value } => {
+            check_key(key)?;
+            check_value_end(value.len())
+        }
+        Op::Delete { key } | Op::Truncate { key, .. } => check_key(key),
+        Op::Patch { key, offset, data } => {
+            check_key(key)?;
+            check_value_end(*offset as usize + data.len())
+        }
+        Op::DeleteRange { lo, hi } => {
+            check_key(lo)?;
+            check_key(hi)?;
+            if lo >= hi {
+                return Err(Error::InvalidArgument("range delete with lo >= hi".into()));
+            }
+            Ok(())
+        }
+        Op::RangeMove { from, to } => {
+            check_key(from)?;
+            check_key(to)?;
+            if from.starts_with(to) || to.starts_with(from) {
+                return Err(Error::InvalidArgument(
+                    "range move prefixes must not contain each other".into(),
+                ));
+            }
+            if prefix_successor(from).is_none() || prefix_successor(to).is_none() {
+                return Err(Error::InvalidArgument(
+                    "range move prefixes must have a successor (not all 0xff)".into(),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn apply_op(st: &mut State, env: Env<'_>, op: &Op) -> Result<()> {
+    let point = |st: &mut State, key: &[u8], op: PointOp| {
+        let msn = st.next_msn();
+        Msg::Point {
+            key: key.to_vec(),
+            msg: PointMsg { msn, op },
+        }
+    };
+    let msg = match op {
+        Op::Insert { key, value } => point(st, key, PointOp::Insert(value.clone())),
+        Op::Delete { key } => point(st, key, PointOp::Delete),
+        Op::Patch { key, offset, data } => point(
+            st,
+            key,
+            PointOp::Patch {
+                offset: *offset,
+                data: data.clone(),
+            },
+        ),
+        Op::Truncate { key, len } => point(st, key, PointOp::Truncate { len: *len }),
+        Op::DeleteRange { lo, hi } => Msg::Range {
+            lo: lo.clone(),
+            hi: hi.clone(),
+            msn: st.next_msn(),
+        },
+        Op::RangeMove { from, to } => return range_move_by_copy(st, env, from, to),
+    };
+    st.apply_msg(env, msg)
+}
+
+/// Range move, implemented by copying (tree surgery will replace this body
+/// without changing the operation): delete the destination, copy the
+/// source a leaf at a time, delete the source. Runs under the write lock,
+/// so it is atomic to readers and to checkpoints.
+fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> Result<()> {
+    let from_end = prefix_successor(from).expect("validated");
+    let to_end = prefix_successor(to).expect("validated");
+    let msn = st.next_msn();
+    st.apply_msg(
+        env,
+        Msg::Range {
+            lo: to.to_vec(),
+            hi: to_end,
+            msn,
+        },
+    )?;
+    let mut cursor = Some(from.to_vec());
+    while let Some(c) = cursor {
+        let (batch, next) = st.scan_leaf(env, &c, Some(&from_end))?;
+        for (k, v) in batch {
+            let mut nk = to.to_vec();
+            nk.extend_from_slice(&k[from.len()..]);
+            let msn = st.next_msn();
+            st.apply_msg(
+                env,
+                Msg::Point {
+                    key: nk,
+                    msg: PointMsg {
+                        msn,
+                        op: PointOp::Insert(v),
+                    },
+                },
+            )?;
+        }
+        cursor = next;
+    }
+    let msn = st.next_msn();
+    st.apply_msg(
+        env,
+        Msg::Range {
+            lo: from.to_vec(),
+            hi: from_end,
+            msn,
+        },
+    )
+}
+
+/// Forward iterator over a key range; see [`Tree::range`].
+#[derive(Debug)]
+pub struct RangeIter {
+    tree: Tree,
+    cursor: Option<Vec<u8>>,
+    hi: Option<Vec<u8>>,
+    batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(kv) = self.batch.next() {
+                return Some(Ok(kv));
+            }
+            let from = self.cursor.take()?;
+            if self.hi.as_ref().is_some_and(|h| from >= *h) {
+                return None;
+            }
+            let env = self.tree.env();
+            let st = self.tree.shared.state.read();
+            match st.scan_leaf(env, &from, self.hi.as_deref()) {
+                Ok((batch, next)) => {
+                    self.batch = batch.into_iter();
+                    self.cursor = next;
+                }
+                Err(e) => return Some(Err(e)),
+            }
+            st.evict_clean(env);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The tree's mutable state (under the handle's `RwLock`) and node loading.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use wodfs_device::Device;
+
+use super::cache::{Cache, CacheEntry};
+use super::stats::Stats;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::format::node::{decode_header, decode_part};
+use crate::msg::Msn;
+use crate::node::{Node, Part};
+use crate::table::{BlockNum, BlockTable};
+
+/// Device regions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub device_bytes: u64,
+    pub log_offset: u64,
+    pub log_bytes: u64,
+    pub node_start: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub root: BlockNum,
+    pub height: u8,
+    pub table: BlockTable,
+    pub cache: Cache,
+    pub next_msn: Msn,
+    pub generation: u64,
+    pub layout: Layout,
+    /// Where the durable checkpoint's block table blob is.
+    pub table_blob: Option<(u64, u64)>,
+    /// Blocks a checkpoint is writing right now: not evictable, because
+    /// their table entries already name extents not yet written.
+    pub writing: HashSet<BlockNum>,
+    pub log_checkpoint_lsn: u64,
+}
+
+/// What every tree operation needs besides the state.
+#[derive(Clone, Copy)]
+pub(crate) struct Env<'a> {
+    pub dev: &'a dyn Device,
+    pub cfg: &'a Config,
+    pub stats: &'a Stats,
+}
+
+impl Env<'_> {
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.dev.read_at(offset, buf).map_err(|source| Error::Io {
+            op: "read",
+            offset,
+            source,
+        })
+    }
+    pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.dev.write_at(offset, buf).map_err(|source| Error::Io {
+            op: "write",
+            offset,
+            source,
+        })
+    }
+    pub fn sync(&self) -> Result<()> {
+        self.dev.sync().map_err(|source| Error::Io {
+            op: "sync",
+            offset: 0,
+            source,
+        })
+    }
+}
+
+impl State {
+    pub fn next_msn(&mut self) -> Msn {
+        let m = self.next_msn;
+        self.next_msn += 1;
+        m
+    }
+
+    /// A node for reading: from the cache, or its header from the device.
+    pub fn node_for_read(&self, env: Env<'_>, b: BlockNum) -> Result<Arc<CacheEntry>> {
+        if let Some(e) = self.cache.get(b) {
+            return Ok(e);
+        }
+        let node = self.read_header(env, b)?;
+        Ok(self.cache.put(b, node, false))
+    }
+
+    fn read_header(&self, env: Env<'_>, b: BlockNum) -> Result<Node> {
+        let entry = self
+            .table
+            .get(b)
+            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} is not allocated")))?;
+        let x = entry.loc.ok_or_else(|| {
+            Error::corrupt("block pointer", 0, format!("block {b} was never written"))
+        })?;
+        let mut buf = vec![0u8; x.header_len as usize];
+        env.read(x.offset, &mut buf)?;
+        env.stats.add_header_read();
+        if crate::format::checksum(&buf[..buf.len().saturating_sub(4)]) != x.header_crc {
+            return Err(Error::corrupt(
+                "node header",
+                x.offset,
+                format!("block {b}: header checksum does not match the block table"),
+            ));
+        }
+        let node = decode_header(&buf, b, x.len)
+            .map_err(|d| Error::corrupt("node header", x.offset, format!("block {b}: {d}")))?;
+        if node.height != entry.height {
+            return Err(Error::corrupt(
+                "node header",
+                x.offset,
+                format!("block {b} has height {}, table says {}", node.height, entry.height),
+            ));
+        }
+        Ok(node)
+    }
+
+    /// Partition `i` of a cached node, loading it if needed.
+    pub fn part<'e>(
+        &self,
+        env: Env<'_>,
+        b: BlockNum,
+        entry: &'e CacheEntry,
+        i: usize,
+    ) -> Result<&'e Part> {
+        let slot = &entry.node.parts[i];
+        if let Some(p) = slot.data.get() {
+            return Ok(p);
+        }
+        let loc = slot
+            .disk
+            .ok_or_else(|| Error::corrupt("partition", 0, format!("block {b} partition {i} has no place")))?;
+        let base = self
+            .table
+            .get(b)
+            .and_then(|e| e.loc)
+            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?
+            .offset;
+        let addr = base + u64::from(loc.offset);
+        let mut buf = vec![0u8; loc.stored_len as usize];
+        env.read(addr, &mut buf)?;
+        env.stats.add_partition_read();
+        let part = decode_part(&buf, &loc, entry.node.is_leaf())
+            .map_err(|d| Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}")))?;
+        let added = part.bytes() + 64;
+        if slot.data.set(part).is_ok() {
+            self.cache.grew(entry, added);
+        }
+        Ok(slot.data.get().expect("just set"))
+    }
+
+    /// Takes a node out of the cache for modification, fully loaded (all
+    /// missing partitions in one read of its extent).
+    pub fn take_full(&mut self, env: Env<'_>, b: BlockNum) -> Result<(Node, bool)> {
+        let (node, dirty) = match self.cache.take(b) {
+            Some(x) => x,
+            None => (self.read_header(env, b)?, false),
+        };
+        Ok((self.load_all(env, b, node)?, dirty))
+    }
+
+    pub fn load_all(&self, env: Env<'_>, b: BlockNum, node: Node) -> Result<Node> {
+        let missing: Vec<usize> = (0..node.parts.len())
+            .filter(|i| node.parts[*i].data.get().is_none())
+            .collect();
+        if missing.is_empty() {
+            return Ok(node);
+        }
+        let x = self
+            .table
+            .get(b)
+            .and_then(|e| e.loc)
+            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?;
+        let first = node.parts[missing[0]].disk.map_or(0, |l| l.offset as u64);
+        let last = missing
+            .iter()
+            .filter_map(|i| node.parts[*i].disk)
+            .map(|l| u64::from(l.offset) + u64::from(l.stored_len))
+            .max()
+            .unwrap_or(first);
+        let mut buf = vec![0u8; (last - first) as usize];
+        env.read(x.offset + first, &mut buf)?;
+        env.stats.add_node_read();
+        let leaf = node.is_leaf();
+        for i in missing {
+            let loc = node.parts[i].disk.ok_or_else(|| {
+                Error::corrupt("partition", x.offset, format!("block {b} partition {i} has no place"))
+            })?;
+            let s = (u64::from(loc.offset) - first) as usize;
+            let stored = &buf[s..s + loc.stored_len as usize];
+            let part = decode_part(stored, &loc, leaf).map_err(|d| {
+                Error::corrupt(
+                    "partition",
+                    x.offset + u64::from(loc.offset),
+                    format!("block {b} partition {i}: {d}"),
+                )
+            })?;
+            let _ = node.parts[i].data.set(part);
+        }
+        Ok(node)
+    }
+
+    /// Puts a modified node back (dirty).
+    pub fn put_dirty(&mut self, b: BlockNum, mut node: Node) {
+        node.mark_modified();
+        self.cache.put(b, node, true);
+    }
+
+    /// Puts a node back unchanged.
+    pub fn put_clean(&mut self, b: BlockNum, node: Node, dirty: bool) {
+        self.cache.put(b, node, dirty);
+    }
+}

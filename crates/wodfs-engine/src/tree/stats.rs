@@ -1,0 +1,77 @@
+//! Engine counters: deterministic I/O and structure counts that tests
+//! assert on (timings are not asserted anywhere).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! counters {
+    ($($name:ident: $doc:literal),* $(,)?) => {
+        #[derive(Debug, Default)]
+        pub(crate) struct Stats { $($name: AtomicU64,)* }
+
+        /// A snapshot of the engine's counters since open.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct TreeStats { $(#[doc = $doc] pub $name: u64,)* }
+
+        impl Stats {
+            pub fn snapshot(&self) -> TreeStats {
+                TreeStats { $($name: self.$name.load(Relaxed),)* }
+            }
+        }
+    };
+}
+
+counters! {
+    header_reads: "Node headers read from the device.",
+    partition_reads: "Single partitions read from the device.",
+    node_reads: "Whole-node reads (all missing partitions in one request).",
+    node_writes: "Nodes written (redirect-on-write).",
+    node_bytes_written: "Bytes of nodes written.",
+    flushes: "Buffers flushed to a child.",
+    leaf_splits: "Leaf splits.",
+    internal_splits: "Internal node splits.",
+    merges: "Sibling merges.",
+    prunes: "Children dropped unread because a range delete covered them.",
+    skip_downs: "Messages that skipped an empty buffer to a cached child.",
+    evictions: "Nodes evicted from the cache.",
+    checkpoints: "Checkpoints completed.",
+}
+
+impl Stats {
+    pub fn add_header_read(&self) {
+        self.header_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_partition_read(&self) {
+        self.partition_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_node_read(&self) {
+        self.node_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_node_write(&self, bytes: usize) {
+        self.node_writes.fetch_add(1, Relaxed);
+        self.node_bytes_written.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn add_flush(&self) {
+        self.flushes.fetch_add(1, Relaxed);
+    }
+    pub fn add_leaf_split(&self) {
+        self.leaf_splits.fetch_add(1, Relaxed);
+    }
+    pub fn add_internal_split(&self) {
+        self.internal_splits.fetch_add(1, Relaxed);
+    }
+    pub fn add_merge(&self) {
+        self.merges.fetch_add(1, Relaxed);
+    }
+    pub fn add_prune(&self) {
+        self.prunes.fetch_add(1, Relaxed);
+    }
+    pub fn add_skip_down(&self) {
+        self.skip_downs.fetch_add(1, Relaxed);
+    }
+    pub fn add_eviction(&self) {
+        self.evictions.fetch_add(1, Relaxed);
+    }
+    pub fn add_checkpoint(&self) {
+        self.checkpoints.fetch_add(1, Relaxed);
+    }
+}

@@ -1,0 +1,741 @@
+//! The write path: messages enter at the root, wait in buffers and move
+//! down in batches.
+//!
+//! * A point message whose path below the root has empty buffers and
+//!   cached children skips down to the lowest such node (cheap: no I/O), so
+//!   sequential inserts reach leaves directly.
+//! * A range delete is split across the children it overlaps, clipped to
+//!   each ("rangecast"); in a buffer it discards the older messages it
+//!   covers ("Pac-Man", see `MsgBuffer`).
+//! * When a node's buffers exceed the node size, the buffer of the child
+//!   with the most pending bytes moves into that child, which may cascade.
+//!   A child whose whole range a flushed range delete covers is dropped
+//!   without being read (leaf pruning) and replaced by an empty one.
+//! * Leaves split above the node size, internal nodes above the fanout;
+//!   small siblings merge. Splits and merges are where lifts change.
+//!
+//! A node is taken out of the cache while it is changed and put back dirty;
+//! any error in between leaves the in-memory tree incomplete, which is why
+//! the handle poisons itself on a write-path error.
+
+use super::frame::{concat, rebase, separator, Bounds};
+use super::state::{Env, State};
+use crate::basement::Basement;
+use crate::buffer::MsgBuffer;
+use crate::error::Result;
+use crate::format::node::encode_node;
+use crate::msg::{Msn, PointMsg};
+use crate::node::{Edge, Node, Part, PartSlot};
+use crate::table::{BlockNum, Extent};
+
+/// A message on its way in, with absolute keys.
+#[derive(Clone, Debug)]
+pub(crate) enum Msg {
+    Point { key: Vec<u8>, msg: PointMsg },
+    Range { lo: Vec<u8>, hi: Vec<u8>, msn: Msn },
+}
+
+impl Msg {
+    fn msn(&self) -> Msn {
+        match self {
+            Msg::Point { msg, .. } => msg.msn,
+            Msg::Range { msn, .. } => *msn,
+        }
+    }
+}
+
+/// New right siblings from a split: (absolute pivot, block).
+type Splits = Vec<(Vec<u8>, BlockNum)>;
+
+/// Bounds of child `i` of a node with bounds `nb`.
+pub(crate) fn child_bounds(node: &Node, nb: &Bounds, i: usize) -> Bounds {
+    let lo = if i == 0 {
+        nb.lo.clone()
+    } else {
+        concat(&node.prefix, &node.pivots[i - 1])
+    };
+    let hi = if i + 1 == node.parts.len() {
+        nb.hi.clone()
+    } else {
+        Some(concat(&node.prefix, &node.pivots[i]))
+    };
+    Bounds { lo, hi }
+}
+
+/// Bounds `b` relative to frame `prefix`.
+fn relative(b: &Bounds, prefix: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+    (
+        b.lo[prefix.len()..].to_vec(),
+        b.hi.as_ref().map(|h| h[prefix.len()..].to_vec()),
+    )
+}
+
+impl State {
+    /// Applies one message to the tree.
+    pub fn apply_msg(&mut self, env: Env<'_>, msg: Msg) -> Result<()> {
+        let root = self.root;
+        let splits = self.push(env, root, &Bounds::all(), msg)?;
+        self.grow_root(env, splits)?;
+        self.shrink_root(env)
+    }
+
+    fn push(&mut self, env: Env<'_>, b: BlockNum, bounds: &Bounds, msg: Msg) -> Result<Splits> {
+        let (mut node, _) = self.take_full(env, b)?;
+        node.max_msn = node.max_msn.max(msg.msn());
+        if node.is_leaf() {
+            let mut buf = MsgBuffer::default();
+            match msg {
+                Msg::Point { key, msg } => buf.put_point(key[node.prefix.len()..].to_vec(), msg),
+                Msg::Range { lo, hi, msn } => {
+                    let (rlo, rhi) = clip_relative(&node.prefix, bounds, &lo, &hi);
+                    if rlo < rhi {
+                        buf.put_range_delete(rlo, rhi, msn);
+                    }
+                }
+            }
+            apply_to_leaf(&mut node, buf);
+            return self.finish_leaf(env, b, node, bounds);
+        }
+        match msg {
+            Msg::Point { key, msg } => {
+                let rel = &key[node.prefix.len()..];
+                let i = node.part_index(rel);
+                let child = node.children[i].child;
+                if node.buffer(i).is_empty() && self.cache.is_fully_loaded(child) {
+                    env.stats.add_skip_down();
+                    let cb = child_bounds(&node, bounds, i);
+                    let splits = self.push(env, child, &cb, Msg::Point { key, msg })?;
+                    self.integrate(&mut node, bounds, i, splits);
+                } else {
+                    let rel = rel.to_vec();
+                    node.buffer_mut(i).put_point(rel, msg);
+                }
+            }
+            Msg::Range { lo, hi, msn } => {
+                let (rlo, rhi) = clip_relative(&node.prefix, bounds, &lo, &hi);
+                if rlo < rhi {
+                    rangecast(&mut node, rlo, rhi, msn);
+                }
+            }
+        }
+        self.flush_while_over(env, &mut node, bounds)?;
+        self.finish_internal(env, b, node, bounds)
+    }
+
+    fn flush_while_over(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds) -> Result<()> {
+        while node.buffer_bytes() > env.cfg.node_bytes {
+            let i = (0..node.parts.len())
+                .max_by_key(|i| node.buffer(*i).bytes())
+                .expect("internal nodes have children");
+            self.flush_child(env, node, bounds, i)?;
+        }
+        Ok(())
+    }
+
+    /// Moves buffer `i` of `node` into child `i`.
+    pub(crate) fn flush_child(
+        &mut self,
+        env: Env<'_>,
+        node: &mut Node,
+        bounds: &Bounds,
+        i: usize,
+    ) -> Result<()> {
+        env.stats.add_flush();
+        let mut buf = std::mem::take(node.buffer_mut(i));
+        let cb = child_bounds(node, bounds, i);
+        let cprefix = cb.frame();
+        let lift_len = cprefix.len() - node.prefix.len();
+        buf.map_keys(|k| k[lift_len..].to_vec());
+        let (rlo, rhi) = relative(&cb, &cprefix);
+        if buf.ranges.covers(&rlo, rhi.as_deref()) {
+            // Leaf pruning: everything below is older than this delete.
+            env.stats.add_prune();
+            let old = node.children[i].child;
+            self.drop_subtree(env, old, node.height - 1)?;
+            node.children[i].child = self.new_empty_subtree(node.height - 1, cprefix.clone());
+        }
+        let child = node.children[i].child;
+        let splits = self.push_buffer(env, child, &cb, buf)?;
+        self.integrate(node, bounds, i, splits);
+        self.maybe_merge(env, node, bounds, i)
+    }
+
+    /// Applies a buffer (keys relative to the child's frame) to a child.
+    fn push_buffer(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        bounds: &Bounds,
+        buf: MsgBuffer,
+    ) -> Result<Splits> {
+        let (mut node, _) = self.take_full(env, b)?;
+        node.max_msn = node.max_msn.max(buf.max_msn());
+        if node.is_leaf() {
+            apply_to_leaf(&mut node, buf);
+            return self.finish_leaf(env, b, node, bounds);
+        }
+        for (lo, r) in buf.ranges.iter() {
+            rangecast(&mut node, lo.clone(), r.hi.clone(), r.msn);
+        }
+        for (k, list) in buf.points {
+            let j = node.part_index(&k);
+            for m in list {
+                node.buffer_mut(j).put_point(k.clone(), m);
+            }
+        }
+        self.flush_while_over(env, &mut node, bounds)?;
+        self.finish_internal(env, b, node, bounds)
+    }
+
+    /// Puts a changed leaf back, split if it outgrew the node size.
+    fn finish_leaf(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        mut node: Node,
+        bounds: &Bounds,
+    ) -> Result<Splits> {
+        let total = node.content_bytes();
+        let count: usize = (0..node.parts.len()).map(|j| node.basement(j).entries.len()).sum();
+        if total <= env.cfg.node_bytes || count < 2 {
+            reshape_basements(&mut node, env.cfg.partition_bytes);
+            self.put_dirty(b, node);
+            return Ok(Vec::new());
+        }
+        env.stats.add_leaf_split();
+        let entries = leaf_entries(&mut node);
+        let target = env.cfg.node_bytes * 3 / 4;
+        let pieces = chunk_by_bytes(entries, total.div_ceil(target).max(2), total);
+        let mut splits = Vec::new();
+        let mut lo = bounds.lo.clone();
+        let n = pieces.len();
+        let mut iter = pieces.into_iter().peekable();
+        let mut j = 0;
+        while let Some(piece) = iter.next() {
+            let hi = match iter.peek() {
+                Some(next) => Some(concat(
+                    &node.prefix,
+                    &separator(&piece.last().expect("non-empty").0, &next[0].0),
+                )),
+                None => bounds.hi.clone(),
+            };
+            let pb = Bounds {
+                lo: lo.clone(),
+                hi: hi.clone(),
+            };
+            let prefix = pb.frame();
+            let entries = piece
+                .into_iter()
+                .map(|(k, v)| (rebase(&k, &node.prefix, &prefix), v))
+                .collect();
+            let mut leaf = build_leaf(prefix, entries, env.cfg.partition_bytes);
+            leaf.max_msn = node.max_msn;
+            let blk = if j == 0 { b } else { self.table.create(0) };
+            if j > 0 {
+                splits.push((lo.clone(), blk));
+            }
+            self.put_dirty(blk, leaf);
+            if let Some(h) = hi {
+                lo = h;
+            }
+            j += 1;
+        }
+        debug_assert_eq!(j, n);
+        Ok(splits)
+    }
+
+    /// Puts a changed internal node back, split if it has too many children.
+    fn finish_internal(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        node: Node,
+        bounds: &Bounds,
+    ) -> Result<Splits> {
+        let n = node.children.len();
+        if n <= env.cfg.fanout {
+            self.put_dirty(b, node);
+            return Ok(Vec::new());
+        }
+        env.stats.add_internal_split();
+        let groups = n.div_ceil(env.cfg.fanout).max(2);
+        let mut splits = Vec::new();
+        let Node {
+            height,
+            prefix,
+            pivots,
+            children,
+            parts,
+            max_msn,
+        } = node;
+        let mut children = children.into_iter();
+        let mut parts = parts.into_iter();
+        let mut start = 0;
+        for g in 0..groups {
+            let end = n * (g + 1) / groups;
+            let lo = if start == 0 {
+                bounds.lo.clone()
+            } else {
+                concat(&prefix, &pivots[start - 1])
+            };
+            let hi = if end == n {
+                bounds.hi.clone()
+            } else {
+                Some(concat(&prefix, &pivots[end - 1]))
+            };
+            let gb = Bounds { lo: lo.clone(), hi };
+            let gprefix = gb.frame();
+            let mut piece = Node {
+                height,
+                prefix: prefix.clone(),
+                pivots: pivots[start..end - 1].to_vec(),
+                children: children.by_ref().take(end - start).collect(),
+                parts: parts.by_ref().take(end - start).collect(),
+                max_msn,
+            };
+            reframe(&mut piece, gprefix);
+            let blk = if g == 0 { b } else { self.table.create(height) };
+            if g > 0 {
+                splits.push((lo, blk));
+            }
+            self.put_dirty(blk, piece);
+            start = end;
+        }
+        Ok(splits)
+    }
+
+    /// Adds the siblings child `i` split into, fixing the lifts.
+    fn integrate(&mut self, node: &mut Node, bounds: &Bounds, i: usize, splits: Splits) {
+        if splits.is_empty() {
+            return;
+        }
+        let count = splits.len();
+        for (j, (pivot, blk)) in splits.into_iter().enumerate() {
+            let rel = pivot[node.prefix.len()..].to_vec();
+            let moved = node.buffer_mut(i + j).split_off(&rel);
+            node.pivots.insert(i + j, rel);
+            node.children.insert(
+                i + j + 1,
+                Edge {
+                    child: blk,
+                    lift: Vec::new(),
+                },
+            );
+            node.parts
+                .insert(i + j + 1, PartSlot::loaded(Part::Buffer(moved)));
+        }
+        for k in i..=i + count {
+            let cb = child_bounds(node, bounds, k);
+            node.children[k].lift = cb.frame()[node.prefix.len()..].to_vec();
+        }
+    }
+
+    /// Merges child `i` with a neighbour when it became small.
+    fn maybe_merge(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds, i: usize) -> Result<()> {
+        if node.children.len() < 2 {
+            return Ok(());
+        }
+        let child = node.children[i].child;
+        let small = match self.cache.get(child) {
+            Some(e) if e.node.is_leaf() => e.node.content_bytes() < env.cfg.node_bytes / 4,
+            Some(e) => e.node.children.len() < (env.cfg.fanout / 4).max(2),
+            None => false,
+        };
+        if !small {
+            return Ok(());
+        }
+        let (l, r) = if i + 1 < node.children.len() {
+            (i, i + 1)
+        } else {
+            (i - 1, i)
+        };
+        let lb = node.children[l].child;
+        let rb = node.children[r].child;
+        let (left, ldirty) = self.take_full(env, lb)?;
+        let (right, rdirty) = self.take_full(env, rb)?;
+        let fits = if left.is_leaf() {
+            left.content_bytes() + right.content_bytes() <= env.cfg.node_bytes * 3 / 4
+        } else {
+            left.children.len() + right.children.len() <= env.cfg.fanout
+        };
+        if !fits {
+            self.put_clean(lb, left, ldirty);
+            self.put_clean(rb, right, rdirty);
+            return Ok(());
+        }
+        env.stats.add_merge();
+        let lbounds = child_bounds(node, bounds, l);
+        let rbounds = child_bounds(node, bounds, r);
+        let mb = Bounds {
+            lo: lbounds.lo,
+            hi: rbounds.hi,
+        };
+        let mprefix = mb.frame();
+        let merged = if left.is_leaf() {
+            let mut left = left;
+            let mut right = right;
+            let mut entries: Vec<(Vec<u8>, Vec<u8>)> = leaf_entries(&mut left)
+                .into_iter()
+                .map(|(k, v)| (rebase(&k, &left.prefix, &mprefix), v))
+                .collect();
+            entries.extend(
+                leaf_entries(&mut right)
+                    .into_iter()
+                    .map(|(k, v)| (rebase(&k, &right.prefix, &mprefix), v)),
+            );
+            let mut leaf = build_leaf(mprefix.clone(), entries, env.cfg.partition_bytes);
+            leaf.max_msn = left.max_msn.max(right.max_msn);
+            leaf
+        } else {
+            let mut left = left;
+            let mut right = right;
+            reframe(&mut left, mprefix.clone());
+            reframe(&mut right, mprefix.clone());
+            let sep = rbounds.lo[mprefix.len()..].to_vec();
+            left.pivots.push(sep);
+            left.pivots.append(&mut right.pivots);
+            left.children.append(&mut right.children);
+            left.parts.append(&mut right.parts);
+            left.max_msn = left.max_msn.max(right.max_msn);
+            left
+        };
+        self.put_dirty(lb, merged);
+        // The right node's contents moved; only its block number goes.
+        self.table.decref(rb);
+        let rbuf = std::mem::take(node.buffer_mut(r));
+        node.buffer_mut(l).append(rbuf);
+        node.pivots.remove(l);
+        node.children.remove(r);
+        node.parts.remove(r);
+        node.children[l].lift = mprefix[node.prefix.len()..].to_vec();
+        Ok(())
+    }
+
+    /// Drops one reference to a subtree; frees what nobody references.
+    /// Leaves are freed without being read.
+    pub(crate) fn drop_subtree(&mut self, env: Env<'_>, b: BlockNum, height: u8) -> Result<()> {
+        let rc = self.table.get(b).map_or(0, |e| e.refcount);
+        if rc > 1 {
+            self.table.decref(b);
+            return Ok(());
+        }
+        if height > 0 {
+            let children: Vec<BlockNum> = match self.cache.get(b) {
+                Some(e) => e.node.children.iter().map(|c| c.child).collect(),
+                None => self
+                    .node_for_read(env, b)?
+                    .node
+                    .children
+                    .iter()
+                    .map(|c| c.child)
+                    .collect(),
+            };
+            for c in children {
+                self.drop_subtree(env, c, height - 1)?;
+            }
+        }
+        self.cache.discard(b);
+        self.table.decref(b);
+        Ok(())
+    }
+
+    /// A fresh empty subtree of the given height (a chain down to a leaf).
+    fn new_empty_subtree(&mut self, height: u8, prefix: Vec<u8>) -> BlockNum {
+        let node = if height == 0 {
+            Node::empty_leaf(prefix)
+        } else {
+            let child = self.new_empty_subtree(height - 1, prefix.clone());
+            Node {
+                height,
+                prefix,
+                pivots: Vec::new(),
+                children: vec![Edge {
+                    child,
+                    lift: Vec::new(),
+                }],
+                parts: vec![PartSlot::loaded(Part::Buffer(MsgBuffer::default()))],
+                max_msn: 0,
+            }
+        };
+        let b = self.table.create(height);
+        self.put_dirty(b, node);
+        b
+    }
+
+    fn grow_root(&mut self, env: Env<'_>, mut splits: Splits) -> Result<()> {
+        while !splits.is_empty() {
+            let height = self.height + 1;
+            let mut node = Node {
+                height,
+                prefix: Vec::new(),
+                pivots: Vec::new(),
+                children: vec![Edge {
+                    child: self.root,
+                    lift: Vec::new(),
+                }],
+                parts: vec![PartSlot::loaded(Part::Buffer(MsgBuffer::default()))],
+                max_msn: 0,
+            };
+            self.integrate(&mut node, &Bounds::all(), 0, splits);
+            let b = self.table.create(height);
+            splits = self.finish_internal(env, b, node, &Bounds::all())?;
+            self.root = b;
+            self.height = height;
+        }
+        Ok(())
+    }
+
+    /// Replaces a root with a single child by that child.
+    fn shrink_root(&mut self, env: Env<'_>) -> Result<()> {
+        loop {
+            let root = self.root;
+            let (mut node, dirty) = self.take_full(env, root)?;
+            if node.is_leaf() || node.children.len() > 1 {
+                self.put_clean(root, node, dirty);
+                return Ok(());
+            }
+            if !node.buffer(0).is_empty() {
+                self.flush_child(env, &mut node, &Bounds::all(), 0)?;
+                if node.children.len() > 1 {
+                    let splits = self.finish_internal(env, root, node, &Bounds::all())?;
+                    return self.grow_root(env, splits);
+                }
+            }
+            self.root = node.children[0].child;
+            self.height -= 1;
+            self.table.decref(root);
+        }
+    }
+
+    /// Writes a node to a new place (redirect-on-write) and points its
+    /// block at it.
+    pub(crate) fn write_node(&mut self, env: Env<'_>, b: BlockNum, node: &Node) -> Result<Extent> {
+        let image = encode_node(node, b, env.cfg.compression);
+        let off = self.table.allocate(image.bytes.len() as u64)?;
+        env.write(off, &image.bytes)?;
+        let x = Extent {
+            offset: off,
+            len: crate::alloc::round_up(image.bytes.len() as u64),
+            header_len: image.header_len,
+            header_crc: image.header_crc,
+        };
+        self.table.relocate(b, x);
+        env.stats.add_node_write(image.bytes.len());
+        Ok(x)
+    }
+
+    /// Brings the cache back under its budget, writing dirty nodes back.
+    pub fn evict(&mut self, env: Env<'_>) -> Result<()> {
+        let budget = env.cfg.cache_bytes;
+        if self.cache.bytes() <= budget {
+            return Ok(());
+        }
+        env.dev.annotate("evict");
+        let target = budget - budget / 8;
+        for (b, dirty) in self.cache.lru_order() {
+            if self.cache.bytes() <= target {
+                break;
+            }
+            if b == self.root || self.writing.contains(&b) {
+                continue;
+            }
+            env.stats.add_eviction();
+            if dirty {
+                let (node, _) = self.cache.take(b).expect("listed just now");
+                self.write_node(env, b, &node)?;
+            } else {
+                self.cache.discard(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Eviction a reader may do: clean nodes only.
+    pub fn evict_clean(&self, env: Env<'_>) {
+        let budget = env.cfg.cache_bytes;
+        if self.cache.bytes() <= budget {
+            return;
+        }
+        let target = budget - budget / 8;
+        for (b, dirty) in self.cache.lru_order() {
+            if self.cache.bytes() <= target {
+                break;
+            }
+            if dirty || b == self.root || self.writing.contains(&b) {
+                continue;
+            }
+            env.stats.add_eviction();
+            self.cache.discard(b);
+        }
+    }
+}
+
+/// `[lo, hi)` clipped to `bounds`, relative to `prefix`.
+fn clip_relative(prefix: &[u8], bounds: &Bounds, lo: &[u8], hi: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let lo = lo.max(bounds.lo.as_slice());
+    let hi = match &bounds.hi {
+        Some(h) => hi.min(h.as_slice()),
+        None => hi,
+    };
+    if lo >= hi {
+        return (Vec::new(), Vec::new());
+    }
+    (lo[prefix.len()..].to_vec(), hi[prefix.len()..].to_vec())
+}
+
+/// Splits a range delete (relative to `node`'s frame, inside its bounds)
+/// across the children it overlaps.
+fn rangecast(node: &mut Node, lo: Vec<u8>, hi: Vec<u8>, msn: Msn) {
+    let first = node.part_index(&lo);
+    let n = node.parts.len();
+    for j in first..n {
+        let clo = if j == first {
+            lo.clone()
+        } else {
+            node.pivots[j - 1].clone()
+        };
+        if clo >= hi {
+            break;
+        }
+        let chi = if j + 1 < n && node.pivots[j] < hi {
+            node.pivots[j].clone()
+        } else {
+            hi.clone()
+        };
+        node.buffer_mut(j).put_range_delete(clo, chi, msn);
+    }
+}
+
+/// Applies a buffer to a leaf's basements (ranges first: every point
+/// message in a buffer is newer than the range covering it).
+fn apply_to_leaf(node: &mut Node, buf: MsgBuffer) {
+    for (lo, r) in buf.ranges.iter() {
+        for j in 0..node.parts.len() {
+            node.basement_mut(j).delete_range(lo, &r.hi);
+        }
+    }
+    for (k, list) in buf.points {
+        let j = node.part_index(&k);
+        node.basement_mut(j).apply(&k, &list);
+    }
+}
+
+/// All entries of a (fully loaded) leaf, in order, leaving it empty.
+fn leaf_entries(node: &mut Node) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for j in 0..node.parts.len() {
+        let b = std::mem::take(node.basement_mut(j));
+        out.extend(b.entries);
+    }
+    out
+}
+
+/// Splits sorted entries into `k` non-empty pieces of similar byte size.
+fn chunk_by_bytes(
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    k: usize,
+    total: usize,
+) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let k = k.min(entries.len()).max(1);
+    let target = total.div_ceil(k);
+    let mut out: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::with_capacity(k);
+    let mut cur = Vec::new();
+    let mut cur_bytes = 0;
+    let remaining = entries.len();
+    for (idx, (key, v)) in entries.into_iter().enumerate() {
+        cur_bytes += crate::basement::entry_bytes(&key, &v);
+        cur.push((key, v));
+        let pieces_left = k - out.len() - 1;
+        let entries_left = remaining - idx - 1;
+        if pieces_left > 0 && (cur_bytes >= target || entries_left == pieces_left) {
+            out.push(std::mem::take(&mut cur));
+            cur_bytes = 0;
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A leaf holding `entries` (relative to `prefix`), cut into basements of
+/// about `partition_bytes`.
+pub(crate) fn build_leaf(prefix: Vec<u8>, entries: Vec<(Vec<u8>, Vec<u8>)>, partition_bytes: usize) -> Node {
+    let mut node = Node::empty_leaf(prefix);
+    node.parts.clear();
+    let mut cur = std::collections::BTreeMap::new();
+    let mut cur_bytes = 0;
+    let mut last: Option<Vec<u8>> = None;
+    for (k, v) in entries {
+        let eb = crate::basement::entry_bytes(&k, &v);
+        if cur_bytes + eb > partition_bytes && !cur.is_empty() {
+            let prev = last.as_ref().expect("non-empty basement has a last key");
+            node.pivots.push(separator(prev, &k));
+            node.parts.push(PartSlot::loaded(Part::Basement(Basement::from_map(
+                std::mem::take(&mut cur),
+            ))));
+            cur_bytes = 0;
+        }
+        cur_bytes += eb;
+        last = Some(k.clone());
+        cur.insert(k, v);
+    }
+    node.parts
+        .push(PartSlot::loaded(Part::Basement(Basement::from_map(cur))));
+    node
+}
+
+/// Re-expresses an internal node's pivots, buffers and lifts relative to
+/// a new frame prefix.
+pub(crate) fn reframe(node: &mut Node, new_prefix: Vec<u8>) {
+    if node.prefix == new_prefix {
+        return;
+    }
+    let old = std::mem::take(&mut node.prefix);
+    for p in &mut node.pivots {
+        *p = rebase(p, &old, &new_prefix);
+    }
+    for e in &mut node.children {
+        e.lift = rebase(&e.lift, &old, &new_prefix);
+    }
+    for slot in &mut node.parts {
+        match slot.data.get_mut() {
+            Some(Part::Buffer(b)) => b.map_keys(|k| rebase(k, &old, &new_prefix)),
+            Some(Part::Basement(b)) => {
+                let entries = std::mem::take(&mut b.entries);
+                *b = Basement::from_map(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (rebase(&k, &old, &new_prefix), v))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+    }
+    node.prefix = new_prefix;
+}
+
+/// Keeps a leaf's basements near the partition size without rebuilding the
+/// leaf: an oversized basement is cut in place, an empty one is dropped.
+fn reshape_basements(node: &mut Node, partition_bytes: usize) {
+    let mut j = 0;
+    while j < node.parts.len() {
+        let bytes = node.basement(j).bytes();
+        if bytes == 0 && node.parts.len() > 1 {
+            node.parts.remove(j);
+            node.pivots.remove(j.saturating_sub(1).min(node.pivots.len() - 1));
+            continue;
+        }
+        if bytes > 2 * partition_bytes && node.basement(j).entries.len() > 1 {
+            let entries: Vec<_> = std::mem::take(node.basement_mut(j)).entries.into_iter().collect();
+            let piece = build_leaf(Vec::new(), entries, partition_bytes);
+            let added = piece.parts.len();
+            node.parts.splice(j..=j, piece.parts);
+            node.pivots.splice(j..j, piece.pivots);
+            j += added;
+            continue;
+        }
+        j += 1;
+    }
+}
