@@ -65,12 +65,15 @@ impl Cache {
         self.map.lock().contains_key(&b)
     }
 
-    /// Is `b` cached, fully loaded? (Cheap to descend into.)
-    pub fn is_fully_loaded(&self, b: BlockNum) -> bool {
+    /// Is `b` cached, fully loaded and already dirty? Then a message can
+    /// go straight into it at no I/O cost: it is written back anyway.
+    /// (A clean child is not cheap: dirtying it for one small message
+    /// would cost a whole node write, the cost buffering exists to avoid.)
+    pub fn is_cheap_target(&self, b: BlockNum) -> bool {
         self.map
             .lock()
             .get(&b)
-            .is_some_and(|e| e.node.is_fully_loaded())
+            .is_some_and(|e| e.dirty && e.node.is_fully_loaded())
     }
 
     /// Inserts a node (a reader's load, or the writer's put).

@@ -2,7 +2,7 @@
 //! down in batches.
 //!
 //! * A point message whose path below the root has empty buffers and
-//!   cached children skips down to the lowest such node (cheap: no I/O), so
+//!   cached, already dirty children skips down to the lowest such node (cheap: no I/O), so
 //!   sequential inserts reach leaves directly.
 //! * A range delete is split across the children it overlaps, clipped to
 //!   each ("rangecast"); in a buffer it discards the older messages it
@@ -101,7 +101,7 @@ impl State {
                 let rel = &key[node.prefix.len()..];
                 let i = node.part_index(rel);
                 let child = node.children[i].child;
-                if node.buffer(i).is_empty() && self.cache.is_fully_loaded(child) {
+                if node.buffer(i).is_empty() && self.cache.is_cheap_target(child) {
                     env.stats.add_skip_down();
                     let cb = child_bounds(&node, bounds, i);
                     let splits = self.push(env, child, &cb, Msg::Point { key, msg })?;
