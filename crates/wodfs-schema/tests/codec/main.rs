@@ -1,0 +1,7 @@
+//! Property tests of the key codec: order, ranges, moves, round trips.
+
+mod moves;
+mod order;
+mod ranges;
+mod roundtrip;
+mod strategies;
