@@ -12,7 +12,8 @@
 //!   A child whose whole range a flushed range delete covers is dropped
 //!   without being read (leaf pruning) and replaced by an empty one.
 //! * Leaves split above the node size, internal nodes above the fanout;
-//!   small siblings merge. Splits and merges are where lifts change.
+//!   small siblings merge when both are cached (a merge never reads).
+//!   Splits and merges are where lifts change.
 //!
 //! A node is taken out of the cache while it is changed and put back dirty;
 //! any error in between leaves the in-memory tree incomplete, which is why
@@ -351,6 +352,10 @@ impl State {
         };
         let lb = node.children[l].child;
         let rb = node.children[r].child;
+        // Merging is housekeeping: never read a cold sibling for it.
+        if !self.cache.contains(lb) || !self.cache.contains(rb) {
+            return Ok(());
+        }
         let (left, ldirty) = self.take_full(env, lb)?;
         let (right, rdirty) = self.take_full(env, rb)?;
         let fits = if left.is_leaf() {
