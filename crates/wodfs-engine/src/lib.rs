@@ -71,21 +71,102 @@ pub const MAX_VALUE_BYTES: usize = 128 << 10;
 /// must return errors, never panic.
 #[doc(hidden)]
 pub mod fuzz {
-    /// Decodes a node header.
+    /// Checksums are recomputed over mutated input first, so the parsers
+    /// behind them are what gets exercised, not just the checksum test.
+    fn fix_crc(data: &mut [u8], body_end: usize) {
+        if data.len() >= body_end + 4 {
+            let crc = crate::format::checksum(&data[..body_end]);
+            data[body_end..body_end + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// Decodes a node header (checksum fixed up, block number taken from
+    /// the input so the parse goes past that check).
     pub fn node_header(data: &[u8]) -> bool {
-        crate::format::node::decode_header(data, 1, 1 << 22).is_ok()
+        let mut d = data.to_vec();
+        if d.len() < 16 {
+            return crate::format::node::decode_header(&d, 1, 1 << 22).is_ok();
+        }
+        let end = d.len() - 4;
+        fix_crc(&mut d, end);
+        let block = u64::from_le_bytes(d[8..16].try_into().expect("8 bytes"));
+        crate::format::node::decode_header(&d, block, 1 << 22).is_ok()
     }
     /// Decodes a leaf partition or a buffer partition.
     pub fn partition(data: &[u8]) -> bool {
         crate::format::partition::decode_basement(data).is_ok()
             | crate::format::partition::decode_buffer(data).is_ok()
     }
-    /// Decodes a superblock slot.
+    /// Decodes a superblock slot (checksum fixed up).
     pub fn superblock(data: &[u8]) -> bool {
-        crate::format::superblock::decode_superblock(data).is_ok()
+        let mut d = data.to_vec();
+        fix_crc(&mut d, 102);
+        crate::format::superblock::decode_superblock(&d).is_ok()
     }
-    /// Decodes a block table.
+    /// Decodes a block table (checksum fixed up).
     pub fn block_table(data: &[u8]) -> bool {
-        crate::format::table::decode_table(data).is_ok()
+        let mut d = data.to_vec();
+        if d.len() >= 4 {
+            let end = d.len() - 4;
+            fix_crc(&mut d, end);
+        }
+        crate::format::table::decode_table(&d).is_ok()
+    }
+
+    /// Node extents of a healthy image: (offset, header length, height,
+    /// partitions as (offset inside the node, stored length)).
+    #[allow(clippy::type_complexity)]
+    pub fn node_extents(image: &[u8]) -> Vec<(u64, u32, u8, Vec<(u32, u32)>)> {
+        let mut out = Vec::new();
+        for (name, bytes) in image_samples(image) {
+            if name != "block_table" {
+                continue;
+            }
+            for (b, e) in crate::format::table::decode_table(&bytes).unwrap_or_default() {
+                let Some(x) = e.loc else { continue };
+                let node = &image[x.offset as usize..(x.offset + x.len) as usize];
+                if let Ok(n) = crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len) {
+                    let parts = n.parts.iter().filter_map(|p| p.disk).map(|p| (p.offset, p.stored_len)).collect();
+                    out.push((x.offset, x.header_len, e.height, parts));
+                }
+            }
+        }
+        out
+    }
+
+    /// The raw structures of a healthy image, by decoder name, to seed
+    /// fuzzing: both superblock slots, the block table, and every node's
+    /// header and partitions.
+    pub fn image_samples(image: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+        use crate::format::superblock::decode_superblock;
+        let mut out = Vec::new();
+        let slot = crate::BLOCK_BYTES as usize;
+        let mut best = None;
+        for s in 0..2 {
+            let bytes = &image[s * slot..(s + 1) * slot];
+            out.push(("superblock", bytes.to_vec()));
+            if let Ok(sb) = decode_superblock(bytes) {
+                if best.as_ref().is_none_or(|b: &crate::format::superblock::Superblock| b.generation < sb.generation) {
+                    best = Some(sb);
+                }
+            }
+        }
+        let Some(sb) = best else { return out };
+        let t = &image[sb.table_offset as usize..(sb.table_offset + sb.table_len) as usize];
+        out.push(("block_table", t.to_vec()));
+        for (b, e) in crate::format::table::decode_table(t).unwrap_or_default() {
+            let Some(x) = e.loc else { continue };
+            let node = &image[x.offset as usize..(x.offset + x.len) as usize];
+            out.push(("node_header", node[..x.header_len as usize].to_vec()));
+            if let Ok(n) = crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len) {
+                for p in n.parts.iter().filter_map(|p| p.disk) {
+                    let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
+                    if let Ok(raw) = crate::format::partition::decompress(stored, p.codec, p.raw_len as usize) {
+                        out.push(("partition", raw));
+                    }
+                }
+            }
+        }
+        out
     }
 }

@@ -114,14 +114,18 @@ impl Cache {
         self.take(b);
     }
 
-    /// Block numbers of dirty nodes.
+    /// Block numbers of dirty nodes, in order: a checkpoint must place
+    /// nodes the same way every run, so a seed reproduces a crash exactly.
     pub fn dirty_blocks(&self) -> Vec<BlockNum> {
-        self.map
+        let mut v: Vec<BlockNum> = self
+            .map
             .lock()
             .iter()
             .filter(|(_, e)| e.dirty)
             .map(|(b, _)| *b)
-            .collect()
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Marks a node clean after it was written (it stays cached).
