@@ -6,8 +6,10 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use crate::msg::{PointMsg, PointOp};
 
-/// Per-entry accounting overhead besides key and value bytes.
+/// Per-entry accounting overhead besides key and value bytes (encoded).
 const ENTRY_OVERHEAD_BYTES: usize = 6;
+/// Per-entry heap overhead in memory, beyond the encoded size.
+const MEM_OVERHEAD_PER_ENTRY: usize = 64;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Basement {
@@ -27,6 +29,12 @@ impl Basement {
 
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Heap bytes this basement costs in memory (two `Vec` headers and
+    /// B-tree slot overhead per entry besides the bytes themselves).
+    pub fn mem_bytes(&self) -> usize {
+        self.bytes + self.entries.len() * MEM_OVERHEAD_PER_ENTRY
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {

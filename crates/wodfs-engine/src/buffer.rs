@@ -38,6 +38,12 @@ impl MsgBuffer {
         self.points.values().map(Vec::len).sum::<usize>() + self.ranges.len()
     }
 
+    /// Heap bytes this buffer costs in memory: per key a key `Vec`, a
+    /// message `Vec` and B-tree slot overhead; per message its enum.
+    pub fn mem_bytes(&self) -> usize {
+        self.bytes + self.points.len() * 64 + self.message_count() * 48
+    }
+
     pub fn max_msn(&self) -> Msn {
         let p = self
             .points
@@ -86,18 +92,6 @@ impl MsgBuffer {
         }
         let delta = self.ranges.insert(lo, hi, msn);
         self.bytes = (self.bytes as isize - delta) as usize;
-    }
-
-    /// Moves every message of `newer` (all newer than ours) into this buffer.
-    pub fn absorb(&mut self, newer: MsgBuffer) {
-        for (lo, r) in newer.ranges.into_iter_owned() {
-            self.put_range_delete(lo, r.hi, r.msn);
-        }
-        for (k, list) in newer.points {
-            for m in list {
-                self.put_point(k.clone(), m);
-            }
-        }
     }
 
     /// What this buffer does to `key`: whether a range delete wipes the

@@ -91,9 +91,9 @@ impl Config {
                 self.fanout
             )));
         }
-        if self.cache_bytes < 4 * self.node_bytes {
+        if self.cache_bytes < 6 * self.node_bytes {
             return Err(Error::Config(format!(
-                "cache_bytes {} must hold at least four nodes of {} bytes",
+                "cache_bytes {} must hold at least six nodes of {} bytes",
                 self.cache_bytes, self.node_bytes
             )));
         }

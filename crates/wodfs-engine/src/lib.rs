@@ -56,7 +56,7 @@ pub use error::{Error, Result};
 pub use format::FORMAT_VERSION;
 pub use msg::Msn;
 pub use table::BlockNum;
-pub use tree::{prefix_successor, Op, RangeIter, Tree, TreeStats, VerifyReport};
+pub use tree::{prefix_successor, Op, RangeIter, Space, Tree, TreeStats, VerifyReport};
 
 /// The longest key the engine stores. Full paths (up to 4096 bytes, plus
 /// escaping and a block number) fit with room to spare.
@@ -125,8 +125,15 @@ pub mod fuzz {
             for (b, e) in crate::format::table::decode_table(&bytes).unwrap_or_default() {
                 let Some(x) = e.loc else { continue };
                 let node = &image[x.offset as usize..(x.offset + x.len) as usize];
-                if let Ok(n) = crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len) {
-                    let parts = n.parts.iter().filter_map(|p| p.disk).map(|p| (p.offset, p.stored_len)).collect();
+                if let Ok(n) =
+                    crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len)
+                {
+                    let parts = n
+                        .parts
+                        .iter()
+                        .filter_map(|p| p.disk)
+                        .map(|p| (p.offset, p.stored_len))
+                        .collect();
                     out.push((x.offset, x.header_len, e.height, parts));
                 }
             }
@@ -146,7 +153,12 @@ pub mod fuzz {
             let bytes = &image[s * slot..(s + 1) * slot];
             out.push(("superblock", bytes.to_vec()));
             if let Ok(sb) = decode_superblock(bytes) {
-                if best.as_ref().is_none_or(|b: &crate::format::superblock::Superblock| b.generation < sb.generation) {
+                if best
+                    .as_ref()
+                    .is_none_or(|b: &crate::format::superblock::Superblock| {
+                        b.generation < sb.generation
+                    })
+                {
                     best = Some(sb);
                 }
             }
@@ -158,10 +170,14 @@ pub mod fuzz {
             let Some(x) = e.loc else { continue };
             let node = &image[x.offset as usize..(x.offset + x.len) as usize];
             out.push(("node_header", node[..x.header_len as usize].to_vec()));
-            if let Ok(n) = crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len) {
+            if let Ok(n) =
+                crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len)
+            {
                 for p in n.parts.iter().filter_map(|p| p.disk) {
                     let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
-                    if let Ok(raw) = crate::format::partition::decompress(stored, p.codec, p.raw_len as usize) {
+                    if let Ok(raw) =
+                        crate::format::partition::decompress(stored, p.codec, p.raw_len as usize)
+                    {
                         out.push(("partition", raw));
                     }
                 }

@@ -117,7 +117,10 @@ mod tests {
             data: vec![7, 8],
         };
         assert_eq!(op.apply(None), Some(vec![0, 0, 0, 7, 8]));
-        assert_eq!(op.apply(Some(vec![1; 8])), Some(vec![1, 1, 1, 7, 8, 1, 1, 1]));
+        assert_eq!(
+            op.apply(Some(vec![1; 8])),
+            Some(vec![1, 1, 1, 7, 8, 1, 1, 1])
+        );
     }
 
     #[test]

@@ -42,10 +42,19 @@ pub(crate) enum Part {
 }
 
 impl Part {
+    /// Encoded-size accounting (node size decisions).
     pub fn bytes(&self) -> usize {
         match self {
             Part::Buffer(b) => b.bytes(),
             Part::Basement(b) => b.bytes(),
+        }
+    }
+
+    /// Heap cost (cache budget).
+    pub fn mem_bytes(&self) -> usize {
+        match self {
+            Part::Buffer(b) => b.mem_bytes(),
+            Part::Basement(b) => b.mem_bytes(),
         }
     }
 }
@@ -122,12 +131,16 @@ impl Node {
         let header: usize = 64
             + self.prefix.len()
             + self.pivots.iter().map(|p| p.len() + 24).sum::<usize>()
-            + self.children.iter().map(|e| e.lift.len() + 48).sum::<usize>();
+            + self
+                .children
+                .iter()
+                .map(|e| e.lift.len() + 48)
+                .sum::<usize>();
         header
             + self
                 .parts
                 .iter()
-                .map(|p| p.data.get().map_or(0, |d| d.bytes() + 64))
+                .map(|p| p.data.get().map_or(0, |d| d.mem_bytes() + 64))
                 .sum::<usize>()
     }
 

@@ -188,7 +188,11 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            vec![(k("b"), k("d"), 1), (k("d"), k("f"), 2), (k("f"), k("m"), 1)]
+            vec![
+                (k("b"), k("d"), 1),
+                (k("d"), k("f"), 2),
+                (k("f"), k("m"), 1)
+            ]
         );
         assert_eq!(ix.covering(b"e").unwrap().1.msn, 2);
         assert_eq!(ix.covering(b"g").unwrap().1.msn, 1);
@@ -204,7 +208,13 @@ mod tests {
     fn accounting_delta_matches_recount() {
         let mut ix = RangeIndex::default();
         let mut total: isize = 0;
-        let ops = [("c", "k", 1), ("a", "d", 2), ("j", "q", 3), ("e", "f", 4), ("b", "z", 5)];
+        let ops = [
+            ("c", "k", 1),
+            ("a", "d", 2),
+            ("j", "q", 3),
+            ("e", "f", 4),
+            ("b", "z", 5),
+        ];
         for (lo, hi, msn) in ops {
             total -= ix.insert(k(lo), k(hi), msn);
             assert_eq!(total as usize, ix.bytes());

@@ -84,7 +84,11 @@ impl BlockTable {
         };
         for (b, e) in entries {
             if b == 0 || t[b as usize].is_some() {
-                return Err(Error::corrupt("block table", 0, format!("block {b} listed twice or zero")));
+                return Err(Error::corrupt(
+                    "block table",
+                    0,
+                    format!("block {b} listed twice or zero"),
+                ));
             }
             if let Some(x) = e.loc {
                 reserve(x.offset, x.len)?;
@@ -94,7 +98,10 @@ impl BlockTable {
         for &(off, len) in extra {
             reserve(off, len)?;
         }
-        let free_nums = (1..t.len() as u64).filter(|b| t[*b as usize].is_none()).rev().collect();
+        let free_nums = (1..t.len() as u64)
+            .filter(|b| t[*b as usize].is_none())
+            .rev()
+            .collect();
         Ok(BlockTable {
             entries: t,
             free_nums,
@@ -136,12 +143,6 @@ impl BlockTable {
                 self.entries.push(Some(entry));
                 self.entries.len() as BlockNum - 1
             }
-        }
-    }
-
-    pub fn set_height(&mut self, b: BlockNum, height: u8) {
-        if let Some(Some(e)) = self.entries.get_mut(b as usize) {
-            e.height = height;
         }
     }
 
@@ -212,9 +213,5 @@ impl BlockTable {
     /// Bytes released but not yet reusable (waiting for a checkpoint).
     pub fn pending_bytes(&self) -> u64 {
         self.pending.iter().map(|(_, l)| l).sum()
-    }
-
-    pub fn durable_extents(&self) -> &HashSet<u64> {
-        &self.durable
     }
 }

@@ -42,15 +42,28 @@ fn flip(img: &mut [u8], at: u64) {
 fn variants() -> Vec<(&'static str, Vec<u8>)> {
     let good = healthy();
     let nodes = fuzz::node_extents(&good);
-    let leaf = nodes.iter().find(|n| n.2 == 0 && n.3.len() > 1).expect("a multi-partition leaf");
+    let leaf = nodes
+        .iter()
+        .find(|n| n.2 == 0 && n.3.len() > 1)
+        .expect("a multi-partition leaf");
     let internal = nodes.iter().find(|n| n.2 > 0).expect("an internal node");
     let newest_slot = |img: &[u8]| -> u64 {
-        let g = |s: usize| u64::from_le_bytes(img[s * 4096 + 12..s * 4096 + 20].try_into().unwrap());
-        if g(0) > g(1) { 0 } else { 4096 }
+        let g =
+            |s: usize| u64::from_le_bytes(img[s * 4096 + 12..s * 4096 + 20].try_into().unwrap());
+        if g(0) > g(1) {
+            0
+        } else {
+            4096
+        }
     };
     let mut v = vec![("healthy", good.clone())];
     v.push(("zeros", vec![0u8; IMAGE_BYTES as usize]));
-    v.push(("foreign", (0..IMAGE_BYTES).map(|i| (i * 2654435761 >> 13) as u8).collect()));
+    v.push((
+        "foreign",
+        (0..IMAGE_BYTES)
+            .map(|i| ((i * 2654435761) >> 13) as u8)
+            .collect(),
+    ));
     v.push(("truncated", good[..good.len() / 2].to_vec()));
     let mut x = good.clone();
     flip(&mut x, 40);
@@ -61,7 +74,11 @@ fn variants() -> Vec<(&'static str, Vec<u8>)> {
     flip(&mut x, s + 50);
     v.push(("newest-superblock-torn", x));
     let mut x = good.clone();
-    let tbl = u64::from_le_bytes(good[newest_slot(&good) as usize + 82..newest_slot(&good) as usize + 90].try_into().unwrap());
+    let tbl = u64::from_le_bytes(
+        good[newest_slot(&good) as usize + 82..newest_slot(&good) as usize + 90]
+            .try_into()
+            .unwrap(),
+    );
     flip(&mut x, tbl + 20);
     v.push(("block-table-bad", x));
     let mut x = good.clone();
@@ -90,7 +107,11 @@ fn crc32c_of(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -164,14 +185,27 @@ fn both_superblocks_damaged() {
 fn torn_newest_superblock_falls_back_to_the_older_checkpoint() {
     let tree = open(load("newest-superblock-torn")).unwrap();
     tree.verify().unwrap();
-    assert_eq!(scan(&tree).unwrap().len(), 120, "the first checkpoint, without /later");
+    assert_eq!(
+        scan(&tree).unwrap().len(),
+        120,
+        "the first checkpoint, without /later"
+    );
     assert_eq!(tree.get(b"/later").unwrap(), None);
 }
 
 #[test]
 fn damaged_block_table() {
     let e = open(load("block-table-bad")).unwrap_err();
-    assert!(matches!(e, Error::Corrupt { what: "block table", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Corrupt {
+                what: "block table",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -193,7 +227,16 @@ fn damaged_node_header_is_an_error_with_its_address() {
 fn damaged_partition_is_an_error_never_data() {
     let tree = open(load("leaf-partition-bad")).unwrap();
     let e = scan(&tree).unwrap_err();
-    assert!(matches!(e, Error::Corrupt { what: "partition", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Corrupt {
+                what: "partition",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(tree.verify().is_err());
     // Keys in other leaves still read.
     let readable = (0..120).filter(|i| tree.get(&key(*i)).is_ok()).count();
@@ -203,5 +246,8 @@ fn damaged_partition_is_an_error_never_data() {
 #[test]
 fn future_format_version() {
     let e = open(load("future-version")).unwrap_err();
-    assert!(matches!(e, Error::UnsupportedVersion { found: 99, .. }), "{e}");
+    assert!(
+        matches!(e, Error::UnsupportedVersion { found: 99, .. }),
+        "{e}"
+    );
 }

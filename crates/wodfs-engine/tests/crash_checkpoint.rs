@@ -31,7 +31,7 @@ impl Rng {
 
 fn cfg() -> Config {
     Config {
-        cache_bytes: 8 << 10,
+        cache_bytes: 12 << 10,
         ..Config::tiny()
     }
 }
@@ -87,7 +87,10 @@ fn apply(m: &mut Model, op: &Op) {
             m.insert(key.clone(), v);
         }
         Op::DeleteRange { lo, hi } => {
-            let dead: Vec<_> = m.range(lo.clone()..hi.clone()).map(|(k, _)| k.clone()).collect();
+            let dead: Vec<_> = m
+                .range(lo.clone()..hi.clone())
+                .map(|(k, _)| k.clone())
+                .collect();
             for k in dead {
                 m.remove(&k);
             }
@@ -149,7 +152,8 @@ fn crash_once(seed: u64, cut_after_writes: u64) -> &'static str {
         }
         return "mkfs";
     };
-    let tree = reopened.unwrap_or_else(|e| panic!("seed {seed} cut {cut_after_writes}: open failed: {e}"));
+    let tree =
+        reopened.unwrap_or_else(|e| panic!("seed {seed} cut {cut_after_writes}: open failed: {e}"));
     tree.verify()
         .unwrap_or_else(|e| panic!("seed {seed} cut {cut_after_writes}: {e}"));
     let got = contents(&tree);
@@ -166,8 +170,14 @@ fn crash_once(seed: u64, cut_after_writes: u64) -> &'static str {
 
 #[test]
 fn power_cut_at_any_write_recovers_a_checkpoint() {
-    let seeds = std::env::var("WODFS_CRASH_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(12u64);
-    let per_seed = std::env::var("WODFS_CRASH_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(60u64);
+    let seeds = std::env::var("WODFS_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12u64);
+    let per_seed = std::env::var("WODFS_CRASH_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60u64);
     let mut phases: HashMap<&'static str, u64> = HashMap::new();
     for seed in 1..=seeds {
         // Count the writes of an uninterrupted run, then cut inside it.

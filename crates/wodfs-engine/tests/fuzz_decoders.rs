@@ -10,7 +10,9 @@ use std::sync::Arc;
 use wodfs_device::MemDevice;
 use wodfs_engine::{fuzz, Config, Tree};
 
-const DECODERS: [(&str, fn(&[u8]) -> bool); 4] = [
+type Decoder = fn(&[u8]) -> bool;
+
+const DECODERS: [(&str, Decoder); 4] = [
     ("superblock", fuzz::superblock),
     ("block_table", fuzz::block_table),
     ("node_header", fuzz::node_header),
@@ -44,9 +46,12 @@ fn sample_image() -> Vec<u8> {
             .unwrap();
     }
     for i in 0..40u32 {
-        tree.patch(format!("/dir/{:04}", i * 3).as_bytes(), 5, b"pp").unwrap();
-        tree.truncate_value(format!("/dir/{:04}", i * 5).as_bytes(), 9).unwrap();
-        tree.delete(format!("/dir/{:04}", i * 11).as_bytes()).unwrap();
+        tree.patch(format!("/dir/{:04}", i * 3).as_bytes(), 5, b"pp")
+            .unwrap();
+        tree.truncate_value(format!("/dir/{:04}", i * 5).as_bytes(), 9)
+            .unwrap();
+        tree.delete(format!("/dir/{:04}", i * 11).as_bytes())
+            .unwrap();
     }
     tree.delete_range(b"/dir/0100", b"/dir/0150").unwrap();
     tree.close().unwrap();
@@ -54,7 +59,9 @@ fn sample_image() -> Vec<u8> {
 }
 
 fn corpus_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
 }
 
 fn mutate(r: &mut Rng, input: &[u8]) -> Vec<u8> {
@@ -91,11 +98,18 @@ fn mutate(r: &mut Rng, input: &[u8]) -> Vec<u8> {
 
 #[test]
 fn decoders_never_panic_on_mutated_input() {
-    let iters: usize = std::env::var("WODFS_FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let iters: usize = std::env::var("WODFS_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
     let samples = fuzz::image_samples(&sample_image());
     let write = std::env::var("WODFS_WRITE_CORPUS").is_ok();
     for (name, decode) in DECODERS {
-        let mut seeds: Vec<Vec<u8>> = samples.iter().filter(|(n, _)| *n == name).map(|(_, b)| b.clone()).collect();
+        let mut seeds: Vec<Vec<u8>> = samples
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, b)| b.clone())
+            .collect();
         assert!(!seeds.is_empty(), "no samples for {name}");
         for s in &seeds {
             assert!(decode(s), "{name}: a healthy sample does not decode");
@@ -108,9 +122,15 @@ fn decoders_never_panic_on_mutated_input() {
             }
         }
         let committed: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-            .map(|rd| rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok()).collect())
+            .map(|rd| {
+                rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                    .collect()
+            })
             .unwrap_or_default();
-        assert!(!committed.is_empty(), "no committed corpus for {name} in {dir:?}");
+        assert!(
+            !committed.is_empty(),
+            "no committed corpus for {name} in {dir:?}"
+        );
         seeds.extend(committed);
         let mut r = Rng(0x5eed ^ name.len() as u64);
         for i in 0..iters {

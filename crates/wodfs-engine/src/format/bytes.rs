@@ -44,16 +44,6 @@ impl Enc {
     }
 }
 
-/// Bytes a varint of `v` takes.
-pub(crate) fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// Reads values back; every read is bounds-checked and reports what it
 /// expected when the input is short or malformed.
 #[derive(Debug)]
@@ -119,7 +109,10 @@ impl<'a> Dec<'a> {
     pub fn count(&mut self, what: &str) -> DecResult<usize> {
         let n = self.varint(what)?;
         if n > self.remaining() as u64 {
-            return Err(format!("{what} count {n} exceeds the {} bytes left", self.remaining()));
+            return Err(format!(
+                "{what} count {n} exceeds the {} bytes left",
+                self.remaining()
+            ));
         }
         Ok(n as usize)
     }
@@ -129,9 +122,6 @@ impl<'a> Dec<'a> {
             return Err(format!("{what} length {n} exceeds the maximum {max}"));
         }
         self.take(n as usize, what)
-    }
-    pub fn raw(&mut self, n: usize, what: &str) -> DecResult<&'a [u8]> {
-        self.take(n, what)
     }
     pub fn finish(&self, what: &str) -> DecResult<()> {
         if self.remaining() != 0 {
@@ -144,6 +134,15 @@ impl<'a> Dec<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn varint_len(mut v: u64) -> usize {
+        let mut n = 1;
+        while v >= 0x80 {
+            v >>= 7;
+            n += 1;
+        }
+        n
+    }
 
     #[test]
     fn varints_round_trip_and_reject_overlong() {

@@ -37,7 +37,11 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
     let mut stored = Vec::with_capacity(node.parts.len());
     for slot in &node.parts {
         let mut e = Enc::with_capacity(slot.data.get().map_or(0, Part::bytes) + 16);
-        match slot.data.get().expect("a node is fully loaded before it is written") {
+        match slot
+            .data
+            .get()
+            .expect("a node is fully loaded before it is written")
+        {
             Part::Basement(b) => {
                 kinds.push(PART_BASEMENT);
                 encode_basement(b, &mut e);
@@ -165,7 +169,11 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
             children.push(Edge { child, lift });
         }
     }
-    let want_kind = if height == 0 { PART_BASEMENT } else { PART_BUFFER };
+    let want_kind = if height == 0 {
+        PART_BASEMENT
+    } else {
+        PART_BUFFER
+    };
     let mut parts = Vec::with_capacity(n_parts);
     for _ in 0..n_parts {
         let kind = d.u8("partition kind")?;
@@ -177,7 +185,9 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
             crc: d.u32("partition checksum")?,
         };
         if kind != want_kind {
-            return Err(format!("partition kind {kind} in a node of height {height}"));
+            return Err(format!(
+                "partition kind {kind} in a node of height {height}"
+            ));
         }
         if u64::from(loc.offset) + u64::from(loc.stored_len) > extent_len
             || (loc.offset as usize) < buf.len()

@@ -174,8 +174,8 @@ pub(crate) fn decompress(stored: &[u8], codec: u8, raw_len: usize) -> DecResult<
             Ok(stored.to_vec())
         }
         Some(Compression::Lz4) => {
-            let out = lz4_flex::block::decompress(stored, raw_len)
-                .map_err(|e| format!("lz4: {e}"))?;
+            let out =
+                lz4_flex::block::decompress(stored, raw_len).map_err(|e| format!("lz4: {e}"))?;
             if out.len() != raw_len {
                 return Err("decompressed partition length mismatch".into());
             }

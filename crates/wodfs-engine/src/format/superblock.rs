@@ -85,10 +85,7 @@ pub(crate) fn decode_superblock(buf: &[u8]) -> Result<Superblock, SlotError> {
         let mut d = Dec::new(&buf[8..]);
         let version = d.u32("version")?;
         if version != FORMAT_VERSION {
-            return Ok(Superblock {
-                version,
-                ..blank()
-            });
+            return Ok(Superblock { version, ..blank() });
         }
         let sb = Superblock {
             version,
@@ -97,8 +94,7 @@ pub(crate) fn decode_superblock(buf: &[u8]) -> Result<Superblock, SlotError> {
             node_bytes: d.u32("node bytes")?,
             partition_bytes: d.u32("partition bytes")?,
             fanout: d.u32("fanout")?,
-            compression: Compression::from_u8(d.u8("compression")?)
-                .ok_or("unknown compression")?,
+            compression: Compression::from_u8(d.u8("compression")?).ok_or("unknown compression")?,
             log_offset: d.u64("log offset")?,
             log_bytes: d.u64("log bytes")?,
             log_checkpoint_lsn: d.u64("log lsn")?,

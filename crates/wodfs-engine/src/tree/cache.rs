@@ -39,6 +39,7 @@ impl Clone for CacheEntry {
 pub(crate) struct Cache {
     map: Mutex<HashMap<BlockNum, Arc<CacheEntry>>>,
     bytes: AtomicUsize,
+    dirty_bytes: AtomicUsize,
     clock: AtomicU64,
 }
 
@@ -47,8 +48,8 @@ impl Cache {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    pub fn len(&self) -> usize {
-        self.map.lock().len()
+    pub fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Ordering::Relaxed)
     }
 
     fn tick(&self) -> u64 {
@@ -86,9 +87,11 @@ impl Cache {
             accounted: AtomicUsize::new(size),
         });
         self.bytes.fetch_add(size, Ordering::Relaxed);
+        if dirty {
+            self.dirty_bytes.fetch_add(size, Ordering::Relaxed);
+        }
         if let Some(old) = self.map.lock().insert(b, entry.clone()) {
-            self.bytes
-                .fetch_sub(old.accounted.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.unaccount(&old);
         }
         entry
     }
@@ -103,10 +106,17 @@ impl Cache {
     /// dirty flag.
     pub fn take(&self, b: BlockNum) -> Option<(Node, bool)> {
         let e = self.map.lock().remove(&b)?;
-        self.bytes
-            .fetch_sub(e.accounted.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.unaccount(&e);
         let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
         Some((e.node, e.dirty))
+    }
+
+    fn unaccount(&self, e: &CacheEntry) {
+        let size = e.accounted.load(Ordering::Relaxed);
+        self.bytes.fetch_sub(size, Ordering::Relaxed);
+        if e.dirty {
+            self.dirty_bytes.fetch_sub(size, Ordering::Relaxed);
+        }
     }
 
     /// Drops a node without returning it.
@@ -126,20 +136,6 @@ impl Cache {
             .collect();
         v.sort_unstable();
         v
-    }
-
-    /// Marks a node clean after it was written (it stays cached).
-    pub fn mark_clean(&self, b: BlockNum, written: Node) {
-        let mut map = self.map.lock();
-        if let Some(e) = map.get_mut(&b) {
-            let fresh = Arc::new(CacheEntry {
-                node: written,
-                dirty: false,
-                last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
-                accounted: AtomicUsize::new(e.accounted.load(Ordering::Relaxed)),
-            });
-            *e = fresh;
-        }
     }
 
     /// Cached blocks, least recently used first.

@@ -67,7 +67,10 @@ impl State {
             .collect();
         extents.push(blob_off);
         self.table.begin_checkpoint(extents);
-        if let Some((o, l)) = self.table_blob.replace((blob_off, round_up(blob.len() as u64))) {
+        if let Some((o, l)) = self
+            .table_blob
+            .replace((blob_off, round_up(blob.len() as u64)))
+        {
             self.table.release(o, l);
         }
         let superblock = Superblock {
@@ -186,10 +189,15 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
                     });
                 }
             }
-            if let Some(Err(SlotError::Corrupt(d))) =
-                slots.iter().find(|s| matches!(s, Err(SlotError::Corrupt(_))))
+            if let Some(Err(SlotError::Corrupt(d))) = slots
+                .iter()
+                .find(|s| matches!(s, Err(SlotError::Corrupt(_))))
             {
-                return Err(Error::corrupt("superblock", 0, format!("both superblocks unusable: {d}")));
+                return Err(Error::corrupt(
+                    "superblock",
+                    0,
+                    format!("both superblocks unusable: {d}"),
+                ));
             }
             return Err(Error::NotWodfs("no superblock magic in either slot".into()));
         }
@@ -219,18 +227,35 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         || sb.table_offset.saturating_add(sb.table_len) > sb.device_bytes
         || sb.table_len > 1 << 34
     {
-        return Err(Error::corrupt("superblock", 0, "block table outside the node area"));
+        return Err(Error::corrupt(
+            "superblock",
+            0,
+            "block table outside the node area",
+        ));
     }
     let mut blob = vec![0u8; sb.table_len as usize];
     env.read(sb.table_offset, &mut blob)?;
     if checksum(&blob) != sb.table_crc {
-        return Err(Error::corrupt("block table", sb.table_offset, "checksum mismatch"));
+        return Err(Error::corrupt(
+            "block table",
+            sb.table_offset,
+            "checksum mismatch",
+        ));
     }
-    let entries = decode_table(&blob).map_err(|d| Error::corrupt("block table", sb.table_offset, d))?;
+    let entries =
+        decode_table(&blob).map_err(|d| Error::corrupt("block table", sb.table_offset, d))?;
     let blob_extent = (sb.table_offset, round_up(sb.table_len));
-    let table = BlockTable::restore(entries, FreeMap::new(node_start, sb.device_bytes), &[blob_extent])?;
+    let table = BlockTable::restore(
+        entries,
+        FreeMap::new(node_start, sb.device_bytes),
+        &[blob_extent],
+    )?;
     if table.get(sb.root).is_none() {
-        return Err(Error::corrupt("superblock", 0, format!("root block {} is not in the block table", sb.root)));
+        return Err(Error::corrupt(
+            "superblock",
+            0,
+            format!("root block {} is not in the block table", sb.root),
+        ));
     }
     let state = State {
         root: sb.root,

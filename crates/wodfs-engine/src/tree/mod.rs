@@ -34,6 +34,19 @@ pub use frame::prefix_successor;
 pub use stats::TreeStats;
 pub use verify::VerifyReport;
 
+/// Space accounting of the node area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes of the node area.
+    pub total_bytes: u64,
+    /// Bytes free now.
+    pub free_bytes: u64,
+    /// Bytes released but reusable only after the next checkpoint.
+    pub pending_bytes: u64,
+    /// Bytes referenced by the tree or by the last checkpoint.
+    pub used_bytes: u64,
+}
+
 /// One operation of an atomic batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -331,10 +344,19 @@ impl Tree {
         self.shared.state.read().cache.bytes()
     }
 
-    /// Free bytes in the node area (released space counts only once a
-    /// checkpoint made it reusable).
-    pub fn free_bytes(&self) -> u64 {
-        self.shared.state.read().table.space.free_bytes()
+    /// Space in the node area. Space released by deletes is `pending`
+    /// until the next checkpoint makes it reusable; `free` never counts it.
+    pub fn space(&self) -> Space {
+        let st = self.shared.state.read();
+        let total = st.layout.device_bytes - st.layout.node_start;
+        let free = st.table.space.free_bytes();
+        let pending = st.table.pending_bytes();
+        Space {
+            total_bytes: total,
+            free_bytes: free,
+            pending_bytes: pending,
+            used_bytes: total - free - pending,
+        }
     }
 
     /// Tree height (0: the root is a leaf).

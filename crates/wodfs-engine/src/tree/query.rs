@@ -14,6 +14,10 @@ use crate::msg::apply_all;
 use crate::node::Part;
 use crate::table::BlockNum;
 
+/// A leaf's worth of a scan: its entries in the window, and where the
+/// next leaf starts.
+pub(crate) type LeafScan = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
+
 /// One internal level of a descent.
 struct Level {
     entry: Arc<CacheEntry>,
@@ -34,7 +38,11 @@ impl State {
             let i = entry.node.part_index(rel);
             if entry.node.is_leaf() {
                 let Part::Basement(bm) = self.part(env, b, &entry, i)? else {
-                    return Err(Error::corrupt("node", 0, format!("leaf {b} holds a buffer")));
+                    return Err(Error::corrupt(
+                        "node",
+                        0,
+                        format!("leaf {b} holds a buffer"),
+                    ));
                 };
                 break bm.get(rel).cloned();
             }
@@ -52,7 +60,11 @@ impl State {
         let mut value = value;
         for lv in levels.iter().rev() {
             let Some(Part::Buffer(buf)) = lv.entry.node.parts[lv.child].data.get() else {
-                return Err(Error::corrupt("node", 0, format!("block {} holds no buffer", lv.block)));
+                return Err(Error::corrupt(
+                    "node",
+                    0,
+                    format!("block {} holds no buffer", lv.block),
+                ));
             };
             value = buf.apply_to(&key[lv.entry.node.prefix.len()..], value);
         }
@@ -66,12 +78,7 @@ impl State {
     /// `from` lies inside every node's bounds on its path, and so does the
     /// window's end (the smaller of `hi` and the leaf's upper bound), so
     /// both start with every frame prefix on the path.
-    pub fn scan_leaf(
-        &self,
-        env: Env<'_>,
-        from: &[u8],
-        hi: Option<&[u8]>,
-    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>)> {
+    pub fn scan_leaf(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>) -> Result<LeafScan> {
         let mut levels: Vec<Level> = Vec::with_capacity(self.height as usize);
         let mut b = self.root;
         let mut bounds = Bounds::all();
@@ -112,12 +119,18 @@ impl State {
         let first = leaf.node.part_index(rfrom);
         for j in first..leaf.node.parts.len() {
             let Some(Part::Basement(bm)) = leaf.node.parts[j].data.get() else {
-                return Err(Error::corrupt("node", 0, format!("leaf {b} holds a buffer")));
+                return Err(Error::corrupt(
+                    "node",
+                    0,
+                    format!("leaf {b} holds a buffer"),
+                ));
             };
             for (k, v) in bm.range(rfrom, rend) {
                 out.insert(concat(lp, k), v.clone());
             }
-            if rend.is_some_and(|e| j < leaf.node.pivots.len() && leaf.node.pivots[j].as_slice() >= e) {
+            if rend
+                .is_some_and(|e| j < leaf.node.pivots.len() && leaf.node.pivots[j].as_slice() >= e)
+            {
                 break;
             }
         }
@@ -140,7 +153,11 @@ impl State {
         for lv in levels.iter().rev() {
             let node = &lv.entry.node;
             let Some(Part::Buffer(buf)) = node.parts[lv.child].data.get() else {
-                return Err(Error::corrupt("node", 0, format!("block {} holds no buffer", lv.block)));
+                return Err(Error::corrupt(
+                    "node",
+                    0,
+                    format!("block {} holds no buffer", lv.block),
+                ));
             };
             if buf.is_empty() {
                 continue;

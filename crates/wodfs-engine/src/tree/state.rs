@@ -89,10 +89,9 @@ impl State {
     }
 
     fn read_header(&self, env: Env<'_>, b: BlockNum) -> Result<Node> {
-        let entry = self
-            .table
-            .get(b)
-            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} is not allocated")))?;
+        let entry = self.table.get(b).ok_or_else(|| {
+            Error::corrupt("block pointer", 0, format!("block {b} is not allocated"))
+        })?;
         let x = entry.loc.ok_or_else(|| {
             Error::corrupt("block pointer", 0, format!("block {b} was never written"))
         })?;
@@ -112,7 +111,10 @@ impl State {
             return Err(Error::corrupt(
                 "node header",
                 x.offset,
-                format!("block {b} has height {}, table says {}", node.height, entry.height),
+                format!(
+                    "block {b} has height {}, table says {}",
+                    node.height, entry.height
+                ),
             ));
         }
         Ok(node)
@@ -130,9 +132,13 @@ impl State {
         if let Some(p) = slot.data.get() {
             return Ok(p);
         }
-        let loc = slot
-            .disk
-            .ok_or_else(|| Error::corrupt("partition", 0, format!("block {b} partition {i} has no place")))?;
+        let loc = slot.disk.ok_or_else(|| {
+            Error::corrupt(
+                "partition",
+                0,
+                format!("block {b} partition {i} has no place"),
+            )
+        })?;
         let base = self
             .table
             .get(b)
@@ -143,9 +149,10 @@ impl State {
         let mut buf = vec![0u8; loc.stored_len as usize];
         env.read(addr, &mut buf)?;
         env.stats.add_partition_read();
-        let part = decode_part(&buf, &loc, entry.node.is_leaf())
-            .map_err(|d| Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}")))?;
-        let added = part.bytes() + 64;
+        let part = decode_part(&buf, &loc, entry.node.is_leaf()).map_err(|d| {
+            Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
+        })?;
+        let added = part.mem_bytes() + 64;
         if slot.data.set(part).is_ok() {
             self.cache.grew(entry, added);
         }
@@ -169,11 +176,10 @@ impl State {
         if missing.is_empty() {
             return Ok(node);
         }
-        let x = self
-            .table
-            .get(b)
-            .and_then(|e| e.loc)
-            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?;
+        let x =
+            self.table.get(b).and_then(|e| e.loc).ok_or_else(|| {
+                Error::corrupt("block pointer", 0, format!("block {b} not on disk"))
+            })?;
         let first = node.parts[missing[0]].disk.map_or(0, |l| l.offset as u64);
         let last = missing
             .iter()
@@ -187,7 +193,11 @@ impl State {
         let leaf = node.is_leaf();
         for i in missing {
             let loc = node.parts[i].disk.ok_or_else(|| {
-                Error::corrupt("partition", x.offset, format!("block {b} partition {i} has no place"))
+                Error::corrupt(
+                    "partition",
+                    x.offset,
+                    format!("block {b} partition {i} has no place"),
+                )
             })?;
             let s = (u64::from(loc.offset) - first) as usize;
             let stored = &buf[s..s + loc.stored_len as usize];

@@ -91,7 +91,10 @@ pub(crate) fn verify(st: &State, env: Env<'_>) -> Result<VerifyReport> {
     used.sort();
     for pair in used.windows(2) {
         if pair[0].0 + pair[0].1 > pair[1].0 {
-            return Err(bad(format!("{} and {} overlap on the device", pair[0].2, pair[1].2)));
+            return Err(bad(format!(
+                "{} and {} overlap on the device",
+                pair[0].2, pair[1].2
+            )));
         }
     }
     for (o, l, what) in &used {
@@ -158,13 +161,19 @@ impl Walk<'_> {
         }
         let frame = bounds.frame();
         if node.prefix != frame || node.prefix != expect_prefix {
-            return Err(bad(format!("block {b}: frame prefix is not the common prefix of its bounds")));
+            return Err(bad(format!(
+                "block {b}: frame prefix is not the common prefix of its bounds"
+            )));
         }
         if node.max_msn >= self.st.next_msn {
             return Err(bad(format!("block {b}: max MSN from the future")));
         }
         if node.pivots.len() + 1 != node.parts.len() {
-            return Err(bad(format!("block {b}: {} pivots for {} partitions", node.pivots.len(), node.parts.len())));
+            return Err(bad(format!(
+                "block {b}: {} pivots for {} partitions",
+                node.pivots.len(),
+                node.parts.len()
+            )));
         }
         for (i, p) in node.pivots.iter().enumerate() {
             if i > 0 && node.pivots[i - 1] >= *p {
@@ -199,7 +208,9 @@ impl Walk<'_> {
             return Ok(());
         }
         if node.children.len() != node.parts.len() {
-            return Err(bad(format!("block {b}: children and buffers differ in number")));
+            return Err(bad(format!(
+                "block {b}: children and buffers differ in number"
+            )));
         }
         for j in 0..node.parts.len() {
             let Some(Part::Buffer(buf)) = node.parts[j].data.get() else {
@@ -208,7 +219,9 @@ impl Walk<'_> {
             let cb = child_bounds(&node, bounds, j);
             let cframe = cb.frame();
             if concat(&node.prefix, &node.children[j].lift) != cframe {
-                return Err(bad(format!("block {b}: lift of child {j} is not its frame")));
+                return Err(bad(format!(
+                    "block {b}: lift of child {j} is not its frame"
+                )));
             }
             self.check_buffer(b, &node.prefix, buf, &cb, path)?;
             path.push((node.prefix.clone(), buf.clone()));
@@ -237,13 +250,17 @@ impl Walk<'_> {
         for (lo, r) in buf.ranges.iter() {
             self.report.buffered_ranges += 1;
             if lo >= &r.hi || last_hi.is_some_and(|h| h > lo.as_slice()) {
-                return Err(bad(format!("block {b}: range deletes empty or overlapping")));
+                return Err(bad(format!(
+                    "block {b}: range deletes empty or overlapping"
+                )));
             }
             last_hi = Some(&r.hi);
             let alo = concat(prefix, lo);
             let ahi = concat(prefix, &r.hi);
             if alo < cb.lo || cb.hi.as_ref().is_some_and(|h| ahi > *h) {
-                return Err(bad(format!("block {b}: range delete outside its child's bounds")));
+                return Err(bad(format!(
+                    "block {b}: range delete outside its child's bounds"
+                )));
             }
             if r.msn >= self.st.next_msn {
                 return Err(bad(format!("block {b}: range delete MSN from the future")));
@@ -254,10 +271,17 @@ impl Walk<'_> {
                 }
                 let rlo = &alo[apfx.len()..];
                 let rhi = &ahi[apfx.len()..];
-                let older_above = abuf.points_in(rlo, Some(rhi)).any(|(_, l)| l[0].msn < r.msn)
-                    || abuf.ranges.overlapping(rlo, Some(rhi)).any(|(_, ar)| ar.msn < r.msn);
+                let older_above = abuf
+                    .points_in(rlo, Some(rhi))
+                    .any(|(_, l)| l[0].msn < r.msn)
+                    || abuf
+                        .ranges
+                        .overlapping(rlo, Some(rhi))
+                        .any(|(_, ar)| ar.msn < r.msn);
                 if older_above {
-                    return Err(bad(format!("block {b}: a message above is older than a range delete below")));
+                    return Err(bad(format!(
+                        "block {b}: a message above is older than a range delete below"
+                    )));
                 }
             }
         }
@@ -265,17 +289,25 @@ impl Walk<'_> {
             self.report.buffered_points += list.len() as u64;
             let abs = concat(prefix, k);
             if !cb.contains(&abs) {
-                return Err(bad(format!("block {b}: message key outside its child's bounds")));
+                return Err(bad(format!(
+                    "block {b}: message key outside its child's bounds"
+                )));
             }
             if list.is_empty() || list.windows(2).any(|w| w[0].msn >= w[1].msn) {
-                return Err(bad(format!("block {b}: messages of a key empty or out of MSN order")));
+                return Err(bad(format!(
+                    "block {b}: messages of a key empty or out of MSN order"
+                )));
             }
             if list[1..].iter().any(|m| m.op.is_blind_total()) {
-                return Err(bad(format!("block {b}: a total message after another message of its key")));
+                return Err(bad(format!(
+                    "block {b}: a total message after another message of its key"
+                )));
             }
             if let Some((_, r)) = buf.ranges.covering(k) {
                 if r.msn >= list[0].msn {
-                    return Err(bad(format!("block {b}: a point message older than the range delete covering it")));
+                    return Err(bad(format!(
+                        "block {b}: a point message older than the range delete covering it"
+                    )));
                 }
             }
             let newest = list.last().expect("non-empty").msn;
@@ -291,7 +323,9 @@ impl Walk<'_> {
                         .covering(rel)
                         .is_some_and(|(_, r)| r.msn < newest);
                 if range_older || above.first().is_some_and(|m| m.msn < newest) {
-                    return Err(bad(format!("block {b}: a message above is older than one below for the same key")));
+                    return Err(bad(format!(
+                        "block {b}: a message above is older than one below for the same key"
+                    )));
                 }
             }
         }

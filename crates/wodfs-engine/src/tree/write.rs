@@ -197,7 +197,9 @@ impl State {
         bounds: &Bounds,
     ) -> Result<Splits> {
         let total = node.content_bytes();
-        let count: usize = (0..node.parts.len()).map(|j| node.basement(j).entries.len()).sum();
+        let count: usize = (0..node.parts.len())
+            .map(|j| node.basement(j).entries.len())
+            .sum();
         if total <= env.cfg.node_bytes || count < 2 {
             reshape_basements(&mut node, env.cfg.partition_bytes);
             self.put_dirty(b, node);
@@ -332,7 +334,13 @@ impl State {
     }
 
     /// Merges child `i` with a neighbour when it became small.
-    fn maybe_merge(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds, i: usize) -> Result<()> {
+    fn maybe_merge(
+        &mut self,
+        env: Env<'_>,
+        node: &mut Node,
+        bounds: &Bounds,
+        i: usize,
+    ) -> Result<()> {
         if node.children.len() < 2 {
             return Ok(());
         }
@@ -530,18 +538,25 @@ impl State {
     }
 
     /// Brings the cache back under its budget, writing dirty nodes back.
+    ///
+    /// The budget is split: cached nodes may use two thirds of it and
+    /// dirty nodes at most one third, because a checkpoint holds the
+    /// serialized images of all dirty nodes until they are written; so
+    /// nodes plus checkpoint images stay within `cache_bytes`.
     pub fn evict(&mut self, env: Env<'_>) -> Result<()> {
-        let budget = env.cfg.cache_bytes;
-        if self.cache.bytes() <= budget {
+        let (node_max, dirty_max) = budget_split(env.cfg.cache_bytes);
+        if self.cache.bytes() <= node_max && self.cache.dirty_bytes() <= dirty_max {
             return Ok(());
         }
         env.dev.annotate("evict");
-        let target = budget - budget / 8;
+        let (node_target, dirty_target) = (node_max - node_max / 8, dirty_max - dirty_max / 8);
         for (b, dirty) in self.cache.lru_order() {
-            if self.cache.bytes() <= target {
+            let over_nodes = self.cache.bytes() > node_target;
+            let over_dirty = self.cache.dirty_bytes() > dirty_target;
+            if !over_nodes && !over_dirty {
                 break;
             }
-            if b == self.root || self.writing.contains(&b) {
+            if b == self.root || self.writing.contains(&b) || (!over_nodes && !dirty) {
                 continue;
             }
             env.stats.add_eviction();
@@ -557,11 +572,11 @@ impl State {
 
     /// Eviction a reader may do: clean nodes only.
     pub fn evict_clean(&self, env: Env<'_>) {
-        let budget = env.cfg.cache_bytes;
-        if self.cache.bytes() <= budget {
+        let (node_max, _) = budget_split(env.cfg.cache_bytes);
+        if self.cache.bytes() <= node_max {
             return;
         }
-        let target = budget - budget / 8;
+        let target = node_max - node_max / 8;
         for (b, dirty) in self.cache.lru_order() {
             if self.cache.bytes() <= target {
                 break;
@@ -573,6 +588,11 @@ impl State {
             self.cache.discard(b);
         }
     }
+}
+
+/// (cached node bytes, dirty node bytes) allowed within `cache_bytes`.
+fn budget_split(cache_bytes: usize) -> (usize, usize) {
+    (cache_bytes / 3 * 2, cache_bytes / 3)
 }
 
 /// `[lo, hi)` clipped to `bounds`, relative to `prefix`.
@@ -665,7 +685,11 @@ fn chunk_by_bytes(
 
 /// A leaf holding `entries` (relative to `prefix`), cut into basements of
 /// about `partition_bytes`.
-pub(crate) fn build_leaf(prefix: Vec<u8>, entries: Vec<(Vec<u8>, Vec<u8>)>, partition_bytes: usize) -> Node {
+pub(crate) fn build_leaf(
+    prefix: Vec<u8>,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    partition_bytes: usize,
+) -> Node {
     let mut node = Node::empty_leaf(prefix);
     node.parts.clear();
     let mut cur = std::collections::BTreeMap::new();
@@ -676,9 +700,10 @@ pub(crate) fn build_leaf(prefix: Vec<u8>, entries: Vec<(Vec<u8>, Vec<u8>)>, part
         if cur_bytes + eb > partition_bytes && !cur.is_empty() {
             let prev = last.as_ref().expect("non-empty basement has a last key");
             node.pivots.push(separator(prev, &k));
-            node.parts.push(PartSlot::loaded(Part::Basement(Basement::from_map(
-                std::mem::take(&mut cur),
-            ))));
+            node.parts
+                .push(PartSlot::loaded(Part::Basement(Basement::from_map(
+                    std::mem::take(&mut cur),
+                ))));
             cur_bytes = 0;
         }
         cur_bytes += eb;
@@ -729,11 +754,15 @@ fn reshape_basements(node: &mut Node, partition_bytes: usize) {
         let bytes = node.basement(j).bytes();
         if bytes == 0 && node.parts.len() > 1 {
             node.parts.remove(j);
-            node.pivots.remove(j.saturating_sub(1).min(node.pivots.len() - 1));
+            node.pivots
+                .remove(j.saturating_sub(1).min(node.pivots.len() - 1));
             continue;
         }
         if bytes > 2 * partition_bytes && node.basement(j).entries.len() > 1 {
-            let entries: Vec<_> = std::mem::take(node.basement_mut(j)).entries.into_iter().collect();
+            let entries: Vec<_> = std::mem::take(node.basement_mut(j))
+                .entries
+                .into_iter()
+                .collect();
             let piece = build_leaf(Vec::new(), entries, partition_bytes);
             let added = piece.parts.len();
             node.parts.splice(j..=j, piece.parts);
