@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use fuser::Errno;
+use fuser::{Errno, FileAttr};
 
 pub const ROOT: u64 = 1;
 
@@ -25,7 +25,10 @@ struct Node {
     links: Vec<(u64, OsString)>,
     lookups: u64,
     generation: u64,
-    deleted: bool,
+    /// Attributes at deletion, for a deleted inode the kernel still holds:
+    /// it may still GETATTR it or flush its times (SETATTR) with no open
+    /// file, and an error there would surface as a writeback error.
+    deleted: Option<FileAttr>,
 }
 
 #[derive(Debug)]
@@ -42,7 +45,7 @@ impl Inodes {
             links: Vec::new(),
             lookups: 1,
             generation: 0,
-            deleted: false,
+            deleted: None,
         };
         Inodes {
             root_path,
@@ -99,13 +102,12 @@ impl Inodes {
             links: Vec::new(),
             lookups: 0,
             generation: 0,
-            deleted: false,
+            deleted: None,
         });
-        if node.deleted {
+        if node.deleted.take().is_some() {
             // The backing file system gave the number to a new file. The
             // kernel still counts its references to the old one under the
             // same number, so the lookup count carries over.
-            node.deleted = false;
             node.links.clear();
             node.generation = *next_generation;
             *next_generation += 1;
@@ -129,14 +131,29 @@ impl Inodes {
         }
     }
 
-    /// `name` in `parent` (naming `ino`) is gone; `last` when it was the
-    /// inode's last name, so the number may be reused.
-    pub fn unlinked(&mut self, ino: u64, parent: u64, name: &OsStr, last: bool) {
+    /// `name` in `parent` (naming `ino`) is gone. `last` holds the
+    /// inode's final attributes when that was its last name, so the number
+    /// may be reused.
+    pub fn unlinked(&mut self, ino: u64, parent: u64, name: &OsStr, last: Option<FileAttr>) {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.links.retain(|(p, n)| !(*p == parent && n == name));
-            if last {
-                node.deleted = true;
+            if let Some(mut attr) = last {
+                attr.nlink = 0;
+                node.deleted = Some(attr);
                 node.links.clear();
+            }
+        }
+    }
+
+    /// The attributes of a deleted inode the kernel still holds.
+    pub fn deleted_attr(&self, ino: u64) -> Option<FileAttr> {
+        self.nodes.get(&ino).and_then(|node| node.deleted)
+    }
+
+    pub fn set_deleted_attr(&mut self, ino: u64, attr: FileAttr) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            if node.deleted.is_some() {
+                node.deleted = Some(attr);
             }
         }
     }
@@ -167,6 +184,27 @@ impl Inodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn attr(ino: u64) -> FileAttr {
+        FileAttr {
+            ino: fuser::INodeNo(ino),
+            size: 0,
+            blocks: 0,
+            atime: UNIX_EPOCH,
+            mtime: UNIX_EPOCH,
+            ctime: UNIX_EPOCH,
+            crtime: UNIX_EPOCH,
+            kind: fuser::FileType::RegularFile,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
 
     #[test]
     fn paths_follow_renames_of_ancestors() {
@@ -184,7 +222,8 @@ mod tests {
     fn a_reused_number_gets_a_new_generation_and_keeps_its_count() {
         let mut inodes = Inodes::new(PathBuf::from("/b"), 2);
         let first = inodes.remember(10, ROOT, OsStr::new("a"));
-        inodes.unlinked(10, ROOT, OsStr::new("a"), true);
+        inodes.unlinked(10, ROOT, OsStr::new("a"), Some(attr(10)));
+        assert_eq!(inodes.deleted_attr(10).map(|a| a.nlink), Some(0));
         let second = inodes.remember(10, ROOT, OsStr::new("b"));
         assert_ne!(first, second);
         assert_eq!(inodes.path(10).unwrap(), PathBuf::from("/b/b"));
@@ -199,7 +238,7 @@ mod tests {
         let mut inodes = Inodes::new(PathBuf::from("/b"), 2);
         inodes.remember(10, ROOT, OsStr::new("a"));
         inodes.remember(10, ROOT, OsStr::new("b"));
-        inodes.unlinked(10, ROOT, OsStr::new("a"), false);
+        inodes.unlinked(10, ROOT, OsStr::new("a"), None);
         assert_eq!(inodes.path(10).unwrap(), PathBuf::from("/b/b"));
     }
 }

@@ -19,9 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use rustix::fs::{Timespec, Timestamps, XattrFlags};
 
@@ -203,7 +203,16 @@ impl Passthrough {
     }
 
     fn stat(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<FileAttr, Errno> {
-        let meta = match fh.and_then(|fh| self.file(fh).ok()) {
+        let file = fh.and_then(|fh| self.file(fh).ok());
+        if file.is_none() {
+            // Bound first: a guard in an `if let` scrutinee lives through
+            // the whole statement (edition 2021).
+            let deleted = lock(&self.inodes).deleted_attr(ino.0);
+            if let Some(attr) = deleted {
+                return Ok(attr);
+            }
+        }
+        let meta = match file {
             Some(file) => file.metadata(),
             None => fs::symlink_metadata(self.path(ino)?),
         }
@@ -222,7 +231,8 @@ impl Passthrough {
         }
         let mut inodes = lock(&self.inodes);
         let ino = inodes.fuse_ino(meta.ino());
-        inodes.unlinked(ino, parent.0, name, dir || meta.nlink() <= 1);
+        let last = (dir || meta.nlink() <= 1).then(|| attr_from(&meta, ino));
+        inodes.unlinked(ino, parent.0, name, last);
         Ok(())
     }
 
@@ -252,7 +262,8 @@ impl Passthrough {
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 inodes.renamed(replaced_ino, new_parent.0, new_name, parent.0, name);
             } else {
-                let last = replaced.is_dir() || replaced.nlink() <= 1;
+                let last = (replaced.is_dir() || replaced.nlink() <= 1)
+                    .then(|| attr_from(&replaced, replaced_ino));
                 inodes.unlinked(replaced_ino, new_parent.0, new_name, last);
             }
         }
@@ -267,6 +278,12 @@ impl Passthrough {
         change: AttrChange,
         fh: Option<FileHandle>,
     ) -> Result<FileAttr, Errno> {
+        if fh.is_none() {
+            let deleted = lock(&self.inodes).deleted_attr(ino.0);
+            if let Some(attr) = deleted {
+                return Ok(self.change_deleted(ino, attr, &change));
+            }
+        }
         let AttrChange {
             mode,
             owner,
@@ -319,6 +336,32 @@ impl Passthrough {
             .map_err(rustix_errno)?;
         }
         self.stat(ino, fh)
+    }
+
+    /// A deleted inode has no path: keep its attributes in memory so the
+    /// kernel's last SETATTRs (time flushes on writeback) succeed.
+    fn change_deleted(&self, ino: INodeNo, mut attr: FileAttr, change: &AttrChange) -> FileAttr {
+        let now = SystemTime::now();
+        let resolve = |time: TimeOrNow| match time {
+            TimeOrNow::SpecificTime(time) => time,
+            TimeOrNow::Now => now,
+        };
+        if let Some(mode) = change.mode {
+            attr.perm = (mode & 0o7777) as u16;
+        }
+        attr.uid = change.owner.0.unwrap_or(attr.uid);
+        attr.gid = change.owner.1.unwrap_or(attr.gid);
+        if let Some(size) = change.size {
+            attr.size = size;
+        }
+        if let Some(atime) = change.times.0 {
+            attr.atime = resolve(atime);
+        }
+        if let Some(mtime) = change.times.1 {
+            attr.mtime = resolve(mtime);
+        }
+        lock(&self.inodes).set_deleted_attr(ino.0, attr);
+        attr
     }
 
     fn kill_priv(&self, path: &Path, mode_was_set: bool) -> Result<(), Errno> {
@@ -982,5 +1025,20 @@ impl Filesystem for Passthrough {
             });
             reply_empty(reply, done);
         });
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        // Terminal probes (TCGETS from isatty) and the like: not a tty.
+        reply.error(Errno::ENOTTY);
     }
 }

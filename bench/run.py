@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Runs the wodfs benchmark: every workload on every file system, in one
+run, on identical devices, and writes bench/out/<start>-<mode>.{json,md}
+plus PNG plots.
+
+    sudo python3 bench/run.py                 # full suite (hours)
+    sudo python3 bench/run.py --quick         # tiny sizes, ~2-3 minutes
+    sudo python3 bench/run.py --fs nullfs,passthrough --workload rename,unlink
+    sudo python3 bench/run.py --mem-limit-mib 4096
+
+Each file system gets its own sparse image of the same size attached with
+`losetup --direct-io=on`; each workload starts from a fresh mkfs; caches
+are emptied (unmount + remount + drop_caches) before each measured step.
+Loop devices, mounts, daemons and the cgroup are removed even on failure.
+Exit status: 0 when every workload that could run passed.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from harness import filesystems, report, system  # noqa: E402
+from harness.cgroup import MemoryCgroup  # noqa: E402
+from harness.inputs import Inputs  # noqa: E402
+from harness.measure import Context  # noqa: E402
+import workloads  # noqa: E402
+
+REPO = BENCH.parent
+GIB = 1 << 30
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: every workload on every FS in minutes")
+    parser.add_argument("--fs", action="append", help=f"comma-separated subset of {','.join(filesystems.ALL)}")
+    parser.add_argument(
+        "--workload", action="append", help=f"comma-separated subset of {','.join(workloads.BY_NAME)}"
+    )
+    parser.add_argument("--mem-limit-mib", type=int, help="run the harness and FS daemons in a memory cgroup (v1)")
+    parser.add_argument("--workdir", default="/var/tmp/wodfs-bench", help="images, mount points, input cache")
+    parser.add_argument("--out", default=str(BENCH / "out"), help="where reports go")
+    parser.add_argument("--image-gib", type=int, help="size of each sparse image (default 32, quick 3)")
+    parser.add_argument(
+        "--timeout-s", type=int, help="limit per workload and FS (default 3 h, quick 120 s); the FS is then killed"
+    )
+    parser.add_argument("--bin-dir", help="directory with fuse-ref and fsbench (default: build them)")
+    args = parser.parse_args(argv)
+
+    def split(values, known):
+        if not values:
+            return list(known)
+        chosen = [v.strip() for value in values for v in value.split(",") if v.strip()]
+        unknown = [v for v in chosen if v not in known]
+        if unknown:
+            parser.error(f"unknown: {', '.join(unknown)}; known: {', '.join(known)}")
+        return [k for k in known if k in chosen]
+
+    args.fs = split(args.fs, filesystems.ALL)
+    args.workload = split(args.workload, list(workloads.BY_NAME))
+    if args.timeout_s is None:
+        args.timeout_s = 120 if args.quick else 3 * 3600
+    if args.image_gib is None:
+        args.image_gib = 3 if args.quick else 32
+    return args
+
+
+def build_tools(bin_dir):
+    """Paths of fuse-ref and fsbench, building them (release) if needed."""
+    if bin_dir:
+        base = Path(bin_dir)
+    else:
+        target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+        base = target / "release"
+        log("building fuse-ref and fsbench (cargo build --release -p fuse-ref)")
+        subprocess.run(
+            ["nice", "-n", "15", "cargo", "build", "--release", "-q", "-p", "fuse-ref"],
+            cwd=REPO,
+            check=True,
+        )
+    tools = {"fuse-ref": base / "fuse-ref", "fsbench": base / "fsbench"}
+    for name, path in tools.items():
+        if not path.exists():
+            raise SystemExit(f"{name} not found at {path}")
+    return {name: str(path) for name, path in tools.items()}
+
+
+class Stop(Exception):
+    pass
+
+
+class Timeout(Exception):
+    pass
+
+
+def on_signal(signum, _frame):
+    raise Stop(f"signal {signum}")
+
+
+def on_alarm(_signum, _frame):
+    raise Timeout("workload timed out (a hung file system?)")
+
+
+def main(argv):
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("run as root: the harness attaches loop devices, mounts and drops caches")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGALRM, on_alarm)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    tools = build_tools(args.bin_dir)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    mode = "quick" if args.quick else "full"
+    run = {
+        "meta": {
+            "started": started,
+            "mode": mode,
+            "kernel": system.kernel_release(),
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "image_bytes": args.image_gib * GIB,
+            "mem_limit_mib": args.mem_limit_mib,
+            "filesystems": [],
+            "workloads": args.workload,
+            "params": {name: workloads.BY_NAME[name].params(args.quick) for name in args.workload},
+            "skipped": {},
+            "workload_skipped": {},
+            "errors": [],
+            "workload_seconds": {},
+        },
+        "results": [],
+        "series": {},
+    }
+    meta = run["meta"]
+    inputs = Inputs(workdir, args.quick, log)
+    fs_list = []
+    for name in args.fs:
+        fs = filesystems.make(name, workdir, args.image_gib * GIB, tools["fuse-ref"])
+        try:
+            fs.check_available()
+        except filesystems.Unavailable as why:
+            log(f"skipping {name}: {why}")
+            meta["skipped"][name] = str(why)
+            continue
+        fs_list.append(fs)
+    meta["filesystems"] = [fs.name for fs in fs_list]
+
+    selected = []
+    for name in args.workload:
+        module = workloads.BY_NAME[name]
+        why = module.needs()
+        if why is None and name in ("srctree", "git"):
+            why = inputs.available()
+        if why:
+            log(f"skipping workload {name}: {why}")
+            meta["workload_skipped"][name] = why
+        else:
+            selected.append(module)
+    # Inputs are built before the cgroup so their memory is not charged to it.
+    for module in selected:
+        if module.NAME == "srctree":
+            inputs.source_tar()
+            inputs.source_tree()
+        if module.NAME == "git":
+            inputs.git_repo()
+
+    cgroup = MemoryCgroup(args.mem_limit_mib) if args.mem_limit_mib else None
+    set_up = []
+    t_start = time.monotonic()
+    try:
+        if cgroup:
+            cgroup.enter()
+            log(f"memory cgroup {cgroup.path} limited to {args.mem_limit_mib} MiB")
+        for fs in fs_list:
+            fs.setup()
+            set_up.append(fs)
+        for module in selected:
+            params = module.params(args.quick)
+            log(f"== {module.NAME} {params}")
+            for fs in fs_list:
+                ctx = Context(fs, module.NAME, params, tools, inputs, args.quick, log)
+                ctx.workdir = workdir
+                began = time.monotonic()
+                try:
+                    signal.alarm(args.timeout_s)
+                    fs.mkfs()
+                    fs.mount()
+                    module.run(ctx)
+                    signal.alarm(0)
+                except Stop:
+                    raise
+                except Timeout as error:
+                    log(f"  FAILED {fs.name} {module.NAME}: {error}; killing it")
+                    meta["errors"].append({"fs": fs.name, "workload": module.NAME, "error": str(error)})
+                    fs.abort()
+                except Exception as error:  # noqa: BLE001 - recorded, the run goes on
+                    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+                    log(f"  FAILED {fs.name} {module.NAME}: {detail}")
+                    traceback.print_exc()
+                    meta["errors"].append({"fs": fs.name, "workload": module.NAME, "error": detail})
+                finally:
+                    signal.alarm(0)
+                    run["results"].extend(ctx.results)
+                    for step, series in ctx.series.items():
+                        run["series"].setdefault(fs.name, {})[f"{module.NAME}/{step}"] = series
+                    meta["workload_seconds"][f"{fs.name} {module.NAME}"] = time.monotonic() - began
+                    try:
+                        fs.unmount()
+                    except Exception as error:  # noqa: BLE001
+                        log(f"  unmount of {fs.name} failed: {error}")
+    except (Stop, KeyboardInterrupt) as why:
+        log(f"interrupted ({why}); cleaning up")
+        meta["errors"].append({"fs": "-", "workload": "-", "error": f"interrupted: {why}"})
+    finally:
+        for fs in reversed(set_up):
+            try:
+                fs.teardown()
+            except Exception as error:  # noqa: BLE001
+                log(f"teardown of {fs.name} failed: {error}")
+        if cgroup:
+            meta["mem_peak_bytes"] = cgroup.peak_bytes()
+            cgroup.leave()
+        inputs.cleanup()
+        meta["total_seconds"] = time.monotonic() - t_start
+        json_path, md_path, pngs = report.write_all(run, args.out)
+        log(f"wrote {json_path}, {md_path}" + "".join(f", {p}" for p in pngs))
+        log(f"total {meta['total_seconds']:.0f} s; {len(meta['errors'])} failure(s)")
+    return 1 if meta["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
