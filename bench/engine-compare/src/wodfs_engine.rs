@@ -1,0 +1,81 @@
+//! wodfs-engine, our Bε-tree, on an image file.
+//!
+//! Built only with `--features wodfs`. The adapter uses this API of the
+//! engine and the device crate:
+//!
+//! * `wodfs_device::FileDevice::create(path, size_bytes)` and
+//!   `FileDevice::open(path)`, returning `io::Result`;
+//! * `wodfs_engine::Tree::create(Box<dyn Device>, Config)` with
+//!   `Config { cache_bytes: usize, .. }` and `Config: Default`, and
+//!   `Tree::open(Box<dyn Device>, cache_bytes: usize)`;
+//! * `tree.insert(&[u8], &[u8])`, `tree.get(&[u8]) -> Option<Vec<u8>>`,
+//!   `tree.range(lo: &[u8], hi: Option<&[u8]>)` iterating
+//!   `Result<(Vec<u8>, Vec<u8>)>` in key order, and `tree.checkpoint()`,
+//!   which makes every insert durable;
+//! * an error type that implements `std::error::Error + Send + Sync`.
+//!
+//! Inserts carry no commit of their own (the tree batches them in its
+//! buffers), so `insert_batch` is a plain loop, and `close` is one
+//! checkpoint. The engine's other settings (node and partition size,
+//! fanout, compression, log size) keep their defaults.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use wodfs_device::FileDevice;
+use wodfs_engine::{Config, Tree};
+
+use crate::engine::{Batch, Engine, EngineConfig};
+
+const IMAGE_NAME: &str = "wodfs.img";
+
+pub struct WodfsEngine {
+    tree: Tree,
+}
+
+impl WodfsEngine {
+    pub fn create(dir: &Path, config: &EngineConfig) -> Result<Self> {
+        let device = FileDevice::create(dir.join(IMAGE_NAME), config.device_bytes)
+            .context("wodfs image create")?;
+        let tree_config = Config {
+            cache_bytes: usize::try_from(config.cache_bytes)?,
+            ..Config::default()
+        };
+        let tree = Tree::create(Box::new(device), tree_config).context("wodfs create")?;
+        Ok(Self { tree })
+    }
+
+    pub fn open(dir: &Path, config: &EngineConfig) -> Result<Self> {
+        let device = FileDevice::open(dir.join(IMAGE_NAME)).context("wodfs image open")?;
+        let tree = Tree::open(Box::new(device), usize::try_from(config.cache_bytes)?)
+            .context("wodfs open")?;
+        Ok(Self { tree })
+    }
+}
+
+impl Engine for WodfsEngine {
+    fn insert_batch(&mut self, batch: &Batch) -> Result<()> {
+        for (key, value) in batch.iter() {
+            self.tree.insert(key, value)?;
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.tree.get(key)?)
+    }
+
+    fn scan(&mut self, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
+        for item in self.tree.range(&[], None) {
+            let (key, value) = item?;
+            visit(&key, &value);
+        }
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.tree.checkpoint()?;
+        drop(self.tree);
+        Ok(())
+    }
+}
