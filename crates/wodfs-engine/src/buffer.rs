@@ -22,6 +22,8 @@ pub(crate) struct MsgBuffer {
     pub points: BTreeMap<Vec<u8>, Vec<PointMsg>>,
     pub ranges: RangeIndex,
     bytes: usize,
+    /// Point messages held (kept current so accounting is O(1)).
+    point_msgs: usize,
 }
 
 impl MsgBuffer {
@@ -35,7 +37,7 @@ impl MsgBuffer {
     }
 
     pub fn message_count(&self) -> usize {
-        self.points.values().map(Vec::len).sum::<usize>() + self.ranges.len()
+        self.point_msgs + self.ranges.len()
     }
 
     /// Heap bytes this buffer costs in memory: per key a key `Vec`, a
@@ -60,13 +62,16 @@ impl MsgBuffer {
         match self.points.get_mut(&key) {
             Some(list) => {
                 let old: usize = list.iter().map(PointMsg::encoded_bytes).sum();
+                let old_len = list.len();
                 fold_into(list, msg, false);
                 let new: usize = list.iter().map(PointMsg::encoded_bytes).sum();
                 self.bytes = self.bytes + new - old;
+                self.point_msgs = self.point_msgs + list.len() - old_len;
             }
             None => {
                 let mut list = Vec::with_capacity(1);
                 fold_into(&mut list, msg, covered);
+                self.point_msgs += list.len();
                 self.bytes += key.len()
                     + KEY_OVERHEAD_BYTES
                     + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
@@ -86,6 +91,7 @@ impl MsgBuffer {
             .collect();
         for k in dead {
             let list = self.points.remove(&k).expect("key just listed");
+            self.point_msgs -= list.len();
             self.bytes -= k.len()
                 + KEY_OVERHEAD_BYTES
                 + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
@@ -149,6 +155,7 @@ impl MsgBuffer {
     }
 
     pub fn recount(&mut self) {
+        self.point_msgs = self.points.values().map(Vec::len).sum();
         self.bytes = self
             .points
             .iter()
