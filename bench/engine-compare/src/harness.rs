@@ -33,7 +33,9 @@ const GIB: u64 = 1 << 30;
 const QUICK_RECORDS: u64 = 20_000;
 const QUICK_READS_MAX: u64 = 2_000;
 const QUICK_BATCH_MAX: u64 = 1_000;
-const QUICK_CACHE_BYTES: u64 = 4 * MIB;
+/// wodfs-engine wants room for six 4 MiB nodes in its cache.
+const QUICK_CACHE_BYTES: u64 = 32 * MIB;
+const QUICK_WRITE_BUFFER_BYTES: u64 = 4 * MIB;
 
 const MALLOC_ARENA_MAX: &str = "2";
 
@@ -62,7 +64,7 @@ impl Plan {
                 mem_limit_bytes: None,
                 config: EngineConfig {
                     cache_bytes: QUICK_CACHE_BYTES,
-                    write_buffer_bytes: QUICK_CACHE_BYTES,
+                    write_buffer_bytes: QUICK_WRITE_BUFFER_BYTES,
                     device_bytes: 256 * MIB,
                 },
                 random_records,
