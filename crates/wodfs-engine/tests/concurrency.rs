@@ -90,11 +90,18 @@ fn readers_writers_and_checkpoints_in_parallel() {
                     }
                     reads += 1;
                     if reads % 500 == 0 {
-                        let n = tree
+                        let got = tree
                             .range(b"/k/000100", Some(b"/k/000200"))
-                            .map(|r| r.unwrap())
-                            .count();
-                        assert!(n == 0 || n == 100, "scan saw {n} entries");
+                            .collect::<Result<Vec<_>, _>>()
+                            .unwrap();
+                        assert!(got.len() <= 100);
+                        for (k, v) in got {
+                            let n: u32 = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+                            assert!(
+                                (100..200).contains(&n) && valid(n, &v),
+                                "bad scan entry {k:?}"
+                            );
+                        }
                     }
                 }
                 reads

@@ -296,6 +296,7 @@ impl Tree {
             cursor: Some(lo.to_vec()),
             hi: hi.map(<[u8]>::to_vec),
             batch: Vec::new().into_iter(),
+            read_ahead: None,
         }
     }
 
@@ -500,12 +501,47 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
 }
 
 /// Forward iterator over a key range; see [`Tree::range`].
+///
+/// Read-ahead: while the caller consumes one leaf, a background thread
+/// reads and decodes the next one into the cache, so a cold scan overlaps
+/// device reads and decoding with the caller's work.
 #[derive(Debug)]
 pub struct RangeIter {
     tree: Tree,
     cursor: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
     batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    read_ahead: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Leaves smaller than this are not worth a read-ahead thread.
+const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
+
+impl RangeIter {
+    fn start_read_ahead(&mut self) {
+        let Some(next) = self.cursor.clone() else {
+            return;
+        };
+        if self.tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES
+            || self.hi.as_ref().is_some_and(|h| next >= *h)
+        {
+            return;
+        }
+        let tree = self.tree.clone();
+        self.read_ahead = Some(std::thread::spawn(move || {
+            let env = tree.env();
+            let st = tree.shared.state.read();
+            st.prefetch_leaf(env, &next);
+        }));
+    }
+}
+
+impl Drop for RangeIter {
+    fn drop(&mut self) {
+        if let Some(h) = self.read_ahead.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl Iterator for RangeIter {
@@ -520,16 +556,22 @@ impl Iterator for RangeIter {
             if self.hi.as_ref().is_some_and(|h| from >= *h) {
                 return None;
             }
+            if let Some(h) = self.read_ahead.take() {
+                let _ = h.join();
+            }
             let env = self.tree.env();
             let st = self.tree.shared.state.read();
-            match st.scan_leaf(env, &from, self.hi.as_deref()) {
+            let scanned = st.scan_leaf(env, &from, self.hi.as_deref());
+            st.evict_clean(env);
+            drop(st);
+            match scanned {
                 Ok((batch, next)) => {
                     self.batch = batch.into_iter();
                     self.cursor = next;
+                    self.start_read_ahead();
                 }
                 Err(e) => return Some(Err(e)),
             }
-            st.evict_clean(env);
         }
     }
 }

@@ -143,6 +143,33 @@ impl State {
         Ok((out.into_iter().collect(), next))
     }
 
+    /// Loads the leaf holding `key` into the cache, whole (read-ahead for
+    /// scans). Errors are left for the scan itself to meet and report.
+    pub fn prefetch_leaf(&self, env: Env<'_>, key: &[u8]) {
+        let mut b = self.root;
+        loop {
+            let Ok(entry) = self.node_for_read(env, b) else {
+                return;
+            };
+            if !key.starts_with(&entry.node.prefix) {
+                return;
+            }
+            let i = entry.node.part_index(&key[entry.node.prefix.len()..]);
+            if entry.node.is_leaf() {
+                if !entry.node.is_fully_loaded() {
+                    if let Ok(node) = self.load_all(env, b, entry.node.clone()) {
+                        self.cache.put(b, node, entry.dirty);
+                    }
+                }
+                return;
+            }
+            if self.part(env, b, &entry, i).is_err() {
+                return;
+            }
+            b = entry.node.children[i].child;
+        }
+    }
+
     fn apply_levels(
         &self,
         levels: &[Level],
