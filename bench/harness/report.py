@@ -52,7 +52,7 @@ def markdown(run):
     lines += [
         "",
         "Cells: value (×K = K times worse than the best kernel FS on the row, "
-        "×N = K times worse than nullfs; 1.00 = as good). ↑ higher is better, ↓ lower is better.",
+        "×N = times worse than nullfs; 1.00 = as good). ↑ higher is better, ↓ lower is better.",
         "",
         "| workload | step | unit | " + " | ".join(fs_order) + " | best kernel FS |",
         "|---" * (4 + len(fs_order)) + "|",
@@ -145,6 +145,8 @@ def plots(run, out_dir):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print("no plots: matplotlib is missing in this Python (apt-get install python3-matplotlib and run "
+              "/usr/bin/python3 bench/run.py, or pip install matplotlib)", flush=True)
         return []
     written = []
     results = run["results"]

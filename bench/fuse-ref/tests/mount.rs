@@ -153,6 +153,14 @@ fn exercise(root: &Path) {
     fs::write(dir.join("victim"), b"old").unwrap();
     fs::rename(&renamed, dir.join("victim")).unwrap();
     assert_eq!(fs::read(dir.join("victim")).unwrap(), b"hello");
+    // The replaced inode's cached times are flushed after it is gone; the
+    // daemon must accept that, or syncfs reports a writeback error.
+    fs::write(dir.join("config.lock"), b"new").unwrap();
+    fs::write(dir.join("config"), b"old").unwrap();
+    fs::rename(dir.join("config.lock"), dir.join("config")).unwrap();
+    let synced = Command::new("sync").arg("-f").arg(root).status().unwrap();
+    assert!(synced.success(), "syncfs after rename-over failed");
+    fs::remove_file(dir.join("config")).unwrap();
 
     // Symlink and hard link.
     std::os::unix::fs::symlink("victim", dir.join("link")).unwrap();

@@ -54,10 +54,14 @@ impl FileData {
                 self.chunks.resize_with(index + 1, Vec::new);
             }
             let chunk = &mut self.chunks[index];
-            if chunk.len() < within + take {
-                chunk.resize(within + take, 0);
+            if chunk.len() < within {
+                chunk.resize(within, 0);
             }
-            chunk[within..within + take].copy_from_slice(&rest[..take]);
+            // Overwrite what exists, append the rest: appending copies
+            // once, where resize-then-copy would also zero-fill.
+            let overlap = (chunk.len() - within).min(take);
+            chunk[within..within + overlap].copy_from_slice(&rest[..overlap]);
+            chunk.extend_from_slice(&rest[overlap..take]);
             pos += take as u64;
             rest = &rest[take..];
         }
@@ -117,6 +121,16 @@ mod tests {
         data.truncate(at + 1);
         data.write(at + 2, b"z");
         assert_eq!(data.read(at, 10, at + 3), b"a\0z");
+    }
+
+    #[test]
+    fn overwrite_inside_and_past_the_end_of_a_chunk() {
+        let mut data = FileData::default();
+        data.write(0, b"abcdef");
+        data.write(4, b"XYZW");
+        assert_eq!(data.read(0, 16, 8), b"abcdXYZW");
+        data.write(10, b"q");
+        assert_eq!(data.read(0, 16, 11), b"abcdXYZW\0\0q");
     }
 
     #[test]
