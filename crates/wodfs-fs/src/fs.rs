@@ -1,0 +1,331 @@
+//! The file-system handle: format, open, inode allocation, open-file
+//! tracking, orphans, and the helpers every operation family shares.
+//!
+//! Invariants:
+//! * Every namespace or attribute mutation runs under `ns` and commits
+//!   as one engine batch ([`Tree::write`]), so a checkpoint holds all of an
+//!   operation or none of it.
+//! * The counter `sys:next_ino` is written in the same batch as the inode
+//!   that used the number before it, so numbers never repeat after a crash.
+//! * An orphan (unlinked while open) lives in the inode spaces with a
+//!   marker `sys:orphan.<be64 ino>`; it is deleted at its last release or,
+//!   after a crash, when the file system is opened.
+//! * No stored byte at or past a file's size is non-zero, so growing a
+//!   file never needs to clear anything.
+
+use std::collections::{HashMap, HashSet};
+
+use parking_lot::{Mutex, MutexGuard};
+use wodfs_device::Device;
+use wodfs_engine::{Config, Op, Tree};
+use wodfs_schema::key_codec::{
+    children_range, inode_blocks_range, inode_meta_key, inode_xattrs_range, meta_key, sys_key,
+    PathSpace,
+};
+use wodfs_schema::FsPath;
+
+use crate::attr::{Attr, Kind, Timespec};
+use crate::error::{err, FsError, FsResult};
+use crate::loc::Loc;
+
+/// Inode number of the root directory (also FUSE's root).
+pub const ROOT_INO: u64 = 1;
+const FORMAT_MAGIC: &[u8] = b"wodfs-fs 1";
+const ORPHAN_PREFIX: &[u8] = b"orphan.";
+
+/// Key of the file-system format record.
+pub(crate) fn format_key() -> Vec<u8> {
+    sys_key(b"format").expect("valid sys name")
+}
+
+/// Key of the inode counter.
+pub(crate) fn next_ino_key() -> Vec<u8> {
+    sys_key(b"next_ino").expect("valid sys name")
+}
+
+/// Key of the orphan marker of `ino`.
+pub(crate) fn orphan_key(ino: u64) -> Vec<u8> {
+    let mut name = ORPHAN_PREFIX.to_vec();
+    name.extend_from_slice(&ino.to_be_bytes());
+    sys_key(&name).expect("valid sys name")
+}
+
+/// Prefix of every orphan marker.
+pub(crate) fn orphan_prefix() -> Vec<u8> {
+    sys_key(ORPHAN_PREFIX).expect("valid sys name")
+}
+
+/// Options of an opened file system.
+#[derive(Debug, Clone, Copy)]
+pub struct FsOptions {
+    /// Update atime on read with relatime rules (atime older than mtime or
+    /// ctime, or more than a day old).
+    pub relatime: bool,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        FsOptions { relatime: true }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_ino: u64,
+    open: HashMap<u64, u32>,
+    orphans: HashSet<u64>,
+}
+
+/// A mounted (opened) wodfs file system. `Send + Sync`.
+#[derive(Debug)]
+pub struct Fs {
+    pub(crate) tree: Tree,
+    ns: Mutex<()>,
+    inner: Mutex<Inner>,
+    pub(crate) opts: FsOptions,
+}
+
+/// A namespace-lock guard; operations pass it to helpers that must run
+/// under the lock.
+pub(crate) type Guard<'a> = MutexGuard<'a, ()>;
+
+impl Fs {
+    /// Formats `dev` with an empty file system (root directory owned by
+    /// `uid:gid`, mode 0755) and opens it.
+    pub fn mkfs(dev: Box<dyn Device>, cfg: Config, uid: u32, gid: u32) -> FsResult<Fs> {
+        let tree = Tree::create(dev, cfg)?;
+        let root = Attr::new(ROOT_INO, Kind::Dir, 0o755, uid, gid, Timespec::now());
+        tree.write(&[
+            Op::Insert {
+                key: format_key(),
+                value: FORMAT_MAGIC.to_vec(),
+            },
+            Op::Insert {
+                key: next_ino_key(),
+                value: (ROOT_INO + 1).to_le_bytes().to_vec(),
+            },
+            Op::Insert {
+                key: meta_key(&FsPath::root()),
+                value: root.encode(),
+            },
+        ])?;
+        tree.checkpoint()?;
+        Fs::from_tree(tree, FsOptions::default())
+    }
+
+    /// Opens the file system on `dev` and removes orphans a crash left.
+    pub fn open(dev: Box<dyn Device>, cache_bytes: usize, opts: FsOptions) -> FsResult<Fs> {
+        let tree = Tree::open(dev, cache_bytes)?;
+        Fs::from_tree(tree, opts)
+    }
+
+    /// Wraps an opened tree.
+    pub fn from_tree(tree: Tree, opts: FsOptions) -> FsResult<Fs> {
+        match tree.get(&format_key())? {
+            Some(v) if v == FORMAT_MAGIC => {}
+            Some(v) => {
+                return Err(FsError::NotFs(format!(
+                    "unknown format record {:?}",
+                    String::from_utf8_lossy(&v)
+                )))
+            }
+            None => return Err(FsError::NotFs("no format record".into())),
+        }
+        let next_ino = match tree.get(&next_ino_key())? {
+            Some(v) if v.len() == 8 => u64::from_le_bytes(v.try_into().unwrap_or([0; 8])),
+            _ => return Err(FsError::Corrupt("inode counter missing".into())),
+        };
+        let fs = Fs {
+            tree,
+            ns: Mutex::new(()),
+            inner: Mutex::new(Inner {
+                next_ino,
+                ..Inner::default()
+            }),
+            opts,
+        };
+        fs.remove_orphans()?;
+        Ok(fs)
+    }
+
+    /// The engine under the file system.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// Makes everything done so far durable (a checkpoint).
+    pub fn sync(&self) -> FsResult<()> {
+        Ok(self.tree.checkpoint()?)
+    }
+
+    fn remove_orphans(&self) -> FsResult<()> {
+        let mut ops = Vec::new();
+        for kv in self.tree.scan_prefix(&orphan_prefix()) {
+            let (key, _) = kv?;
+            let ino = Loc::block_of(&key);
+            log::info!("removing orphan inode {ino}");
+            ops.extend(delete_inode_ops(ino));
+            ops.push(Op::Delete { key });
+        }
+        if !ops.is_empty() {
+            self.tree.write(&ops)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock(&self) -> Guard<'_> {
+        self.ns.lock()
+    }
+
+    /// Allocates an inode number; the caller must include the returned op
+    /// in the batch that creates the inode.
+    pub(crate) fn alloc_ino(&self, _g: &Guard<'_>) -> (u64, Op) {
+        let mut inner = self.inner.lock();
+        let ino = inner.next_ino;
+        inner.next_ino += 1;
+        (
+            ino,
+            Op::Insert {
+                key: next_ino_key(),
+                value: inner.next_ino.to_le_bytes().to_vec(),
+            },
+        )
+    }
+
+    /// Records one more open handle of `ino`.
+    pub fn open_file(&self, ino: u64) {
+        *self.inner.lock().open.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Records the release of a handle of `ino`; the last release of an
+    /// orphan deletes it.
+    pub fn release_file(&self, ino: u64) -> FsResult<()> {
+        let _g = self.lock();
+        let orphan_gone = {
+            let mut inner = self.inner.lock();
+            let count = inner.open.entry(ino).or_insert(1);
+            *count -= 1;
+            if *count == 0 {
+                inner.open.remove(&ino);
+                inner.orphans.remove(&ino)
+            } else {
+                false
+            }
+        };
+        if orphan_gone {
+            let mut ops = delete_inode_ops(ino);
+            ops.push(Op::Delete {
+                key: orphan_key(ino),
+            });
+            self.tree.write(&ops)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_open(&self, ino: u64) -> bool {
+        self.inner.lock().open.contains_key(&ino)
+    }
+
+    pub(crate) fn mark_orphan(&self, ino: u64) {
+        self.inner.lock().orphans.insert(ino);
+    }
+
+    /// The attributes stored under `key`, if any.
+    pub(crate) fn get_attr(&self, key: &[u8]) -> FsResult<Option<Attr>> {
+        match self.tree.get(key)? {
+            Some(v) => Ok(Some(Attr::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Attributes and location of the object at `path` (pointers followed).
+    pub fn resolve(&self, path: &FsPath) -> FsResult<(Attr, Loc)> {
+        match self.try_resolve(path)? {
+            Some(found) => Ok(found),
+            None => err(libc::ENOENT),
+        }
+    }
+
+    /// Like [`Fs::resolve`], `None` for a missing path.
+    pub fn try_resolve(&self, path: &FsPath) -> FsResult<Option<(Attr, Loc)>> {
+        let Some(attr) = self.get_attr(&meta_key(path))? else {
+            return Ok(None);
+        };
+        if attr.is_linked() {
+            let ino = attr.ino;
+            let real = self.get_attr(&inode_meta_key(ino))?.ok_or_else(|| {
+                FsError::Corrupt(format!("{path}: points at missing inode {ino}"))
+            })?;
+            return Ok(Some((real, Loc::Inode(ino))));
+        }
+        Ok(Some((attr, Loc::Path(path.clone()))))
+    }
+
+    /// Attributes at `loc`.
+    pub fn getattr(&self, loc: &Loc) -> FsResult<Attr> {
+        match loc {
+            Loc::Path(p) => Ok(self.resolve(p)?.0),
+            Loc::Inode(i) => self
+                .get_attr(&inode_meta_key(*i))?
+                .ok_or(FsError::Posix(libc::ENOENT)),
+        }
+    }
+
+    /// Looks up a directory for a namespace change: it must exist and be a
+    /// directory. Errors follow a walk from the root, so a missing or
+    /// non-directory ancestor gives the errno Linux would.
+    pub(crate) fn dir_attr(&self, dir: &FsPath) -> FsResult<Attr> {
+        if let Some((attr, _)) = self.try_resolve(dir)? {
+            if attr.kind == Kind::Dir {
+                return Ok(attr);
+            }
+        }
+        let mut cur = FsPath::root();
+        for name in dir.names() {
+            cur = cur.join(name)?;
+            match self.try_resolve(&cur)? {
+                None => return err(libc::ENOENT),
+                Some((a, _)) if a.kind == Kind::Symlink => return err(libc::ELOOP),
+                Some((a, _)) if a.kind != Kind::Dir => return err(libc::ENOTDIR),
+                Some(_) => {}
+            }
+        }
+        err(libc::ENOTDIR)
+    }
+
+    /// True if directory `dir` has no entries.
+    pub(crate) fn dir_is_empty(&self, dir: &FsPath) -> FsResult<bool> {
+        let r = children_range(PathSpace::Meta, dir);
+        match self.tree.range(&r.start, Some(&r.end)).next() {
+            None => Ok(true),
+            Some(kv) => kv.map(|_| false).map_err(FsError::from),
+        }
+    }
+}
+
+/// Ops that delete every key of inode `ino`.
+pub(crate) fn delete_inode_ops(ino: u64) -> Vec<Op> {
+    let b = inode_blocks_range(ino);
+    let x = inode_xattrs_range(ino);
+    vec![
+        Op::Delete {
+            key: inode_meta_key(ino),
+        },
+        Op::DeleteRange {
+            lo: b.start,
+            hi: b.end,
+        },
+        Op::DeleteRange {
+            lo: x.start,
+            hi: x.end,
+        },
+    ]
+}
+
+/// The op that stores `attr` at `loc`.
+pub(crate) fn put_attr(loc: &Loc, attr: &Attr) -> Op {
+    Op::Insert {
+        key: loc.meta_key(),
+        value: attr.encode(),
+    }
+}

@@ -1,0 +1,307 @@
+//! File contents: read, write, truncate, fallocate, lseek, copy.
+//!
+//! Block `b` of a file holds bytes `[4096 b, 4096 (b + 1))`; an absent
+//! block is a hole and a short block reads as zero-padded. Writes never
+//! read a block: a partial-block write is a blind patch, a whole aligned
+//! block an insert, and a write covering two or more whole blocks sends one
+//! range delete for them first, so the tree prunes old leaves instead of
+//! reading them. Reads clip at the file size.
+
+use wodfs_engine::Op;
+
+use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
+use crate::error::{err, FsResult};
+use crate::fs::{put_attr, Fs};
+use crate::loc::Loc;
+
+/// Block size of file data.
+pub const BLOCK: u64 = 4096;
+
+/// Largest file size (signed 64-bit `off_t`).
+pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
+
+/// `fallocate` mode bits understood here.
+pub mod falloc {
+    /// Do not change the file size.
+    pub const KEEP_SIZE: i32 = 0x01;
+    /// Deallocate the range (needs `KEEP_SIZE`).
+    pub const PUNCH_HOLE: i32 = 0x02;
+    /// Zero the range.
+    pub const ZERO_RANGE: i32 = 0x10;
+}
+
+/// `lseek` whence values this file system answers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seek {
+    /// `SEEK_DATA`: next offset holding data.
+    Data,
+    /// `SEEK_HOLE`: next offset in a hole (the size counts as one).
+    Hole,
+}
+
+fn file_attr(fs: &Fs, loc: &Loc) -> FsResult<Attr> {
+    let attr = fs.getattr(loc)?;
+    match attr.kind {
+        Kind::File => Ok(attr),
+        Kind::Dir => err(libc::EISDIR),
+        _ => err(libc::EINVAL),
+    }
+}
+
+/// Ops that write `data` at `offset` of the file at `loc`.
+pub(crate) fn write_ops(loc: &Loc, offset: u64, data: &[u8], ops: &mut Vec<Op>) {
+    let end = offset + data.len() as u64;
+    let first_full = offset.div_ceil(BLOCK);
+    let end_full = end / BLOCK;
+    if end_full >= first_full + 2 {
+        ops.push(Op::DeleteRange {
+            lo: loc.data_key(first_full),
+            hi: loc.data_key(end_full),
+        });
+    }
+    let mut pos = offset;
+    while pos < end {
+        let block = pos / BLOCK;
+        let in_block = (pos % BLOCK) as usize;
+        let n = ((BLOCK as usize) - in_block).min((end - pos) as usize);
+        let bytes = &data[(pos - offset) as usize..(pos - offset) as usize + n];
+        if n == BLOCK as usize {
+            ops.push(Op::Insert {
+                key: loc.data_key(block),
+                value: bytes.to_vec(),
+            });
+        } else {
+            ops.push(Op::Patch {
+                key: loc.data_key(block),
+                offset: in_block as u32,
+                data: bytes.to_vec(),
+            });
+        }
+        pos += n as u64;
+    }
+}
+
+/// Ops that zero `[start, end)` of the file at `loc`: a range delete of
+/// the whole blocks and zero patches of the partial ones.
+fn zero_ops(loc: &Loc, start: u64, end: u64, ops: &mut Vec<Op>) {
+    if start >= end {
+        return;
+    }
+    let first_full = start.div_ceil(BLOCK);
+    let end_full = end / BLOCK;
+    if end_full > first_full {
+        ops.push(Op::DeleteRange {
+            lo: loc.data_key(first_full),
+            hi: loc.data_key(end_full),
+        });
+        if start < first_full * BLOCK {
+            patch_zero(loc, start, first_full * BLOCK, ops);
+        }
+        if end > end_full * BLOCK {
+            patch_zero(loc, end_full * BLOCK, end, ops);
+        }
+    } else {
+        patch_zero(loc, start, end, ops);
+    }
+}
+
+fn patch_zero(loc: &Loc, start: u64, end: u64, ops: &mut Vec<Op>) {
+    let mut pos = start;
+    while pos < end {
+        let block = pos / BLOCK;
+        let n = (BLOCK - pos % BLOCK).min(end - pos);
+        ops.push(Op::Patch {
+            key: loc.data_key(block),
+            offset: (pos % BLOCK) as u32,
+            data: vec![0; n as usize],
+        });
+        pos += n;
+    }
+}
+
+/// Ops that change the size of the file at `loc` from `old` to `new`:
+/// shrinking deletes the blocks past the end with one range delete and
+/// cuts the boundary block; growing needs nothing (see the module
+/// invariant in `fs.rs`).
+pub(crate) fn resize_ops(loc: &Loc, old: u64, new: u64, ops: &mut Vec<Op>) {
+    if new >= old {
+        return;
+    }
+    let keep = new.div_ceil(BLOCK);
+    ops.push(Op::DeleteRange {
+        lo: loc.data_key(keep),
+        hi: loc.blocks().end,
+    });
+    if new % BLOCK != 0 {
+        ops.push(Op::Truncate {
+            key: loc.data_key(new / BLOCK),
+            len: (new % BLOCK) as u32,
+        });
+    }
+}
+
+impl Fs {
+    /// Reads up to `len` bytes at `offset` (short at the end of file).
+    pub fn read(&self, loc: &Loc, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let attr = file_attr(self, loc)?;
+        if offset >= attr.size || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = attr.size.min(offset.saturating_add(len as u64));
+        let mut out = vec![0u8; (end - offset) as usize];
+        let first = offset / BLOCK;
+        let last = (end - 1) / BLOCK;
+        let lo = loc.data_key(first);
+        let hi = loc.data_key(last + 1);
+        let hi = if last + 1 == 0 { loc.blocks().end } else { hi };
+        for kv in self.tree.range(&lo, Some(&hi)) {
+            let (key, value) = kv?;
+            let block = Loc::block_of(&key);
+            let block_start = block * BLOCK;
+            let from = offset.max(block_start);
+            let to = end.min(block_start + value.len() as u64);
+            if from < to {
+                let src = &value[(from - block_start) as usize..(to - block_start) as usize];
+                out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+            }
+        }
+        if self.opts.relatime && needs_atime(&attr) {
+            self.touch_atime(loc)?;
+        }
+        Ok(out)
+    }
+
+    fn touch_atime(&self, loc: &Loc) -> FsResult<()> {
+        let _g = self.lock();
+        let mut attr = self.getattr(loc)?;
+        if needs_atime(&attr) {
+            attr.atime = Timespec::now();
+            self.tree.write(&[put_attr(loc, &attr)])?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`; `kill_priv` clears set-user-ID and
+    /// set-group-ID (a write by an unprivileged process). Returns the new
+    /// attributes.
+    pub fn write(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|e| e > FILE_BYTES_MAX) {
+            return err(libc::EFBIG);
+        }
+        let _g = self.lock();
+        let mut attr = file_attr(self, loc)?;
+        let mut ops = Vec::new();
+        write_ops(loc, offset, data, &mut ops);
+        attr.size = attr.size.max(offset + data.len() as u64);
+        let now = Timespec::now();
+        attr.mtime = now;
+        attr.ctime = now;
+        if kill_priv {
+            attr.perm = kill_suid_sgid(attr.perm);
+        }
+        ops.push(put_attr(loc, &attr));
+        self.tree.write(&ops)?;
+        Ok(attr)
+    }
+
+    /// `fallocate(2)`: mode 0 (extend the size), `PUNCH_HOLE|KEEP_SIZE`
+    /// and `ZERO_RANGE` (optionally with `KEEP_SIZE`). Any other mode is
+    /// `EOPNOTSUPP`: never a pretended success.
+    pub fn fallocate(&self, loc: &Loc, offset: u64, len: u64, mode: i32) -> FsResult<Attr> {
+        use falloc::*;
+        if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
+            return err(libc::EOPNOTSUPP);
+        }
+        if mode & PUNCH_HOLE != 0 && (mode & KEEP_SIZE == 0 || mode & ZERO_RANGE != 0) {
+            return err(libc::EOPNOTSUPP);
+        }
+        if len == 0 {
+            return err(libc::EINVAL);
+        }
+        let end = offset.checked_add(len).filter(|&e| e <= FILE_BYTES_MAX);
+        let Some(end) = end else {
+            return err(libc::EFBIG);
+        };
+        let _g = self.lock();
+        let mut attr = file_attr(self, loc)?;
+        let mut ops = Vec::new();
+        if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
+            zero_ops(loc, offset, end.min(attr.size), &mut ops);
+        }
+        let now = Timespec::now();
+        if mode & KEEP_SIZE == 0 && end > attr.size {
+            attr.size = end;
+        }
+        if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
+            attr.mtime = now;
+        }
+        attr.ctime = now;
+        ops.push(put_attr(loc, &attr));
+        self.tree.write(&ops)?;
+        Ok(attr)
+    }
+
+    /// `lseek` with `SEEK_DATA` / `SEEK_HOLE`; `ENXIO` at or past the end.
+    pub fn seek(&self, loc: &Loc, offset: u64, whence: Seek) -> FsResult<u64> {
+        let attr = file_attr(self, loc)?;
+        if offset >= attr.size {
+            return err(libc::ENXIO);
+        }
+        let first = offset / BLOCK;
+        let lo = loc.data_key(first);
+        let hi = loc.blocks().end;
+        let mut expect = first;
+        for kv in self.tree.range(&lo, Some(&hi)) {
+            let (key, _) = kv?;
+            let block = Loc::block_of(&key);
+            if block * BLOCK >= attr.size {
+                break;
+            }
+            match whence {
+                Seek::Data => return Ok(offset.max(block * BLOCK)),
+                Seek::Hole if block != expect => break,
+                Seek::Hole => expect = block + 1,
+            }
+        }
+        match whence {
+            Seek::Data => err(libc::ENXIO),
+            Seek::Hole => Ok(offset.max(expect * BLOCK).min(attr.size)),
+        }
+    }
+
+    /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`
+    /// (`copy_file_range`; a plain copy until clones exist). Returns the
+    /// bytes copied.
+    pub fn copy_range(
+        &self,
+        src: &Loc,
+        src_off: u64,
+        dst: &Loc,
+        dst_off: u64,
+        len: u64,
+    ) -> FsResult<u64> {
+        const CHUNK: u64 = 1 << 20;
+        let mut done = 0;
+        while done < len {
+            let n = CHUNK.min(len - done) as usize;
+            let bytes = self.read(src, src_off + done, n)?;
+            if bytes.is_empty() {
+                break;
+            }
+            self.write(dst, dst_off + done, &bytes, false)?;
+            done += bytes.len() as u64;
+            if bytes.len() < n {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+fn needs_atime(attr: &Attr) -> bool {
+    const DAY_SECS: i64 = 24 * 3600;
+    attr.atime <= attr.mtime
+        || attr.atime <= attr.ctime
+        || Timespec::now().sec - attr.atime.sec > DAY_SECS
+}

@@ -1,0 +1,69 @@
+//! Directory listing: one range scan of the directory's children.
+//!
+//! A listing resumes after a *name*, not an index, so a position stays
+//! valid while entries are added or removed (telldir/seekdir; the FUSE
+//! adapter maps its 64-bit cookies to names).
+
+use wodfs_schema::key_codec::{children_range, decode_key, meta_key, DecodedKey, PathSpace};
+use wodfs_schema::FsPath;
+
+use crate::attr::{Attr, Kind};
+use crate::error::{err, FsError, FsResult};
+use crate::fs::Fs;
+use crate::loc::Loc;
+
+/// One directory entry.
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    /// Entry name.
+    pub name: Vec<u8>,
+    /// Attributes of the object it names (pointers followed).
+    pub attr: Attr,
+    /// Where that object's keys live.
+    pub loc: Loc,
+}
+
+impl Fs {
+    /// Up to `limit` entries of `dir` in name order, starting after the
+    /// name `after` (from the first entry if `None`).
+    pub fn readdir(
+        &self,
+        dir: &FsPath,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> FsResult<Vec<DirEntry>> {
+        let (attr, _) = self.resolve(dir)?;
+        if attr.kind != Kind::Dir {
+            return err(libc::ENOTDIR);
+        }
+        let range = children_range(PathSpace::Meta, dir);
+        let lo = match after {
+            Some(name) => {
+                let mut k = meta_key(&dir.join(name)?);
+                k.push(0);
+                k
+            }
+            None => range.start.clone(),
+        };
+        let mut out = Vec::new();
+        for kv in self.tree.range(&lo, Some(&range.end)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, value) = kv?;
+            let path = match decode_key(&key) {
+                Ok(DecodedKey::Meta { path }) => path,
+                _ => return Err(FsError::Corrupt(format!("bad key in {dir}"))),
+            };
+            let mut attr = Attr::decode(&value)?;
+            let mut loc = Loc::Path(path.clone());
+            if attr.is_linked() {
+                loc = Loc::Inode(attr.ino);
+                attr = self.getattr(&loc)?;
+            }
+            let name = path.file_name().unwrap_or_default().to_vec();
+            out.push(DirEntry { name, attr, loc });
+        }
+        Ok(out)
+    }
+}

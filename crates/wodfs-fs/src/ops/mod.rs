@@ -1,0 +1,134 @@
+//! File-system operations, one file per family. Each public operation
+//! takes the namespace lock (if it mutates), checks POSIX conditions
+//! against the stored attributes, and commits one engine batch.
+
+pub mod data;
+pub mod dir;
+pub mod namespace;
+pub mod rename;
+pub mod setattr;
+pub mod statfs;
+pub mod xattr;
+
+use wodfs_engine::Op;
+use wodfs_schema::key_codec::{hardlink_moves, meta_key};
+use wodfs_schema::FsPath;
+
+use crate::attr::{Attr, Kind, Timespec, FLAG_LINKED};
+use crate::fs::{delete_inode_ops, orphan_key, put_attr, Fs};
+use crate::loc::Loc;
+
+/// What a removal did to the file it removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    /// Inode number of the removed name's file.
+    pub ino: u64,
+    /// True if the file lives on (open, or other names) in the inode
+    /// space: later operations on `ino` must use [`Loc::Inode`].
+    pub inode_loc: bool,
+}
+
+impl Fs {
+    /// The op that updates a parent directory after an entry change.
+    pub(crate) fn touch_dir(
+        &self,
+        dir: &FsPath,
+        attr: &Attr,
+        nlink_delta: i32,
+        now: Timespec,
+    ) -> Op {
+        let mut a = attr.clone();
+        a.nlink = a.nlink.saturating_add_signed(nlink_delta);
+        a.mtime = now;
+        a.ctime = now;
+        put_attr(&Loc::Path(dir.clone()), &a)
+    }
+
+    /// Ops that remove the name `path` (whose file is `attr` at `loc`):
+    /// the metadata key and, unless the file lives on, one range delete
+    /// for all of its blocks and one for its xattrs. An open file whose
+    /// last name goes becomes an orphan in the inode space.
+    pub(crate) fn remove_name_ops(
+        &self,
+        path: &FsPath,
+        attr: &Attr,
+        loc: &Loc,
+        now: Timespec,
+    ) -> (Vec<Op>, Removed) {
+        let mut ops = Vec::new();
+        let ino = attr.ino;
+        match loc {
+            Loc::Inode(_) => {
+                ops.push(Op::Delete {
+                    key: meta_key(path),
+                });
+                let mut a = attr.clone();
+                a.nlink = a.nlink.saturating_sub(1);
+                a.ctime = now;
+                if a.nlink == 0 && !self.is_open(ino) {
+                    ops.extend(delete_inode_ops(ino));
+                } else {
+                    if a.nlink == 0 {
+                        ops.push(Op::Insert {
+                            key: orphan_key(ino),
+                            value: Vec::new(),
+                        });
+                        self.mark_orphan(ino);
+                    }
+                    ops.push(put_attr(loc, &a));
+                }
+            }
+            Loc::Path(_) if attr.kind != Kind::Dir && self.is_open(ino) => {
+                for m in hardlink_moves(path, ino) {
+                    ops.push(Op::RangeMove {
+                        from: m.from,
+                        to: m.to,
+                    });
+                }
+                ops.push(Op::Delete {
+                    key: meta_key(path),
+                });
+                let mut a = attr.clone();
+                a.nlink = 0;
+                a.ctime = now;
+                ops.push(put_attr(&Loc::Inode(ino), &a));
+                ops.push(Op::Insert {
+                    key: orphan_key(ino),
+                    value: Vec::new(),
+                });
+                self.mark_orphan(ino);
+                return (
+                    ops,
+                    Removed {
+                        ino,
+                        inode_loc: true,
+                    },
+                );
+            }
+            Loc::Path(_) => {
+                ops.push(Op::Delete {
+                    key: meta_key(path),
+                });
+                let b = loc.blocks();
+                ops.push(Op::DeleteRange {
+                    lo: b.start,
+                    hi: b.end,
+                });
+                let x = loc.xattrs();
+                ops.push(Op::DeleteRange {
+                    lo: x.start,
+                    hi: x.end,
+                });
+            }
+        }
+        let inode_loc = matches!(loc, Loc::Inode(_));
+        (ops, Removed { ino, inode_loc })
+    }
+}
+
+/// A pointer record for a path whose file lives in the inode space.
+pub(crate) fn pointer(attr: &Attr) -> Vec<u8> {
+    let mut p = attr.clone();
+    p.flags |= FLAG_LINKED;
+    p.encode()
+}

@@ -1,0 +1,163 @@
+//! Creating and removing names: create, mknod, mkdir, symlink, link,
+//! unlink, rmdir, lookup.
+
+use wodfs_engine::Op;
+use wodfs_schema::key_codec::{hardlink_moves, meta_key};
+use wodfs_schema::{FsPath, PATH_BYTES_MAX};
+
+use super::{pointer, Removed};
+use crate::attr::{Attr, Kind, Timespec};
+use crate::error::{err, FsResult};
+use crate::fs::{put_attr, Fs};
+use crate::loc::Loc;
+
+/// What a new inode looks like.
+#[derive(Debug, Clone)]
+pub struct NewNode {
+    /// Kind of object.
+    pub kind: Kind,
+    /// Permission bits (already masked by the umask).
+    pub perm: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number for device nodes.
+    pub rdev: u32,
+    /// Symlink target.
+    pub target: Vec<u8>,
+}
+
+impl NewNode {
+    /// A new node of `kind` owned by root with mode `perm`.
+    pub fn new(kind: Kind, perm: u16) -> NewNode {
+        NewNode {
+            kind,
+            perm,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            target: Vec::new(),
+        }
+    }
+}
+
+impl Fs {
+    /// Attributes and location of `dir/name`.
+    pub fn lookup(&self, dir: &FsPath, name: &[u8]) -> FsResult<(Attr, Loc)> {
+        self.resolve(&dir.join(name)?)
+    }
+
+    /// Creates `dir/name` (any kind; a symlink needs `node.target`).
+    /// Returns its attributes; the new object lives at its path.
+    pub fn make(&self, dir: &FsPath, name: &[u8], node: NewNode) -> FsResult<Attr> {
+        let path = dir.join(name)?;
+        if node.kind == Kind::Symlink {
+            if node.target.is_empty() {
+                return err(libc::ENOENT);
+            }
+            if node.target.len() > PATH_BYTES_MAX {
+                return err(libc::ENAMETOOLONG);
+            }
+        }
+        let g = self.lock();
+        let parent = self.dir_attr(dir)?;
+        if self.try_resolve(&path)?.is_some() {
+            return err(libc::EEXIST);
+        }
+        let now = Timespec::now();
+        let (ino, counter) = self.alloc_ino(&g);
+        let mut attr = Attr::new(ino, node.kind, node.perm, node.uid, node.gid, now);
+        attr.rdev = node.rdev;
+        if node.kind == Kind::Symlink {
+            attr.size = node.target.len() as u64;
+            attr.target = node.target;
+        }
+        let delta = i32::from(node.kind == Kind::Dir);
+        let ops = [
+            counter,
+            put_attr(&Loc::Path(path), &attr),
+            self.touch_dir(dir, &parent, delta, now),
+        ];
+        self.tree.write(&ops)?;
+        Ok(attr)
+    }
+
+    /// Removes the non-directory `dir/name`.
+    pub fn unlink(&self, dir: &FsPath, name: &[u8]) -> FsResult<Removed> {
+        self.remove(dir, name, false)
+    }
+
+    /// Removes the empty directory `dir/name`.
+    pub fn rmdir(&self, dir: &FsPath, name: &[u8]) -> FsResult<Removed> {
+        self.remove(dir, name, true)
+    }
+
+    fn remove(&self, dir: &FsPath, name: &[u8], want_dir: bool) -> FsResult<Removed> {
+        let path = dir.join(name)?;
+        let _g = self.lock();
+        let parent = self.dir_attr(dir)?;
+        let (attr, loc) = self.resolve(&path)?;
+        match (want_dir, attr.kind == Kind::Dir) {
+            (false, true) => return err(libc::EISDIR),
+            (true, false) => return err(libc::ENOTDIR),
+            (true, true) if !self.dir_is_empty(&path)? => return err(libc::ENOTEMPTY),
+            _ => {}
+        }
+        let now = Timespec::now();
+        let (mut ops, removed) = self.remove_name_ops(&path, &attr, &loc, now);
+        ops.push(self.touch_dir(dir, &parent, -i32::from(want_dir), now));
+        self.tree.write(&ops)?;
+        Ok(removed)
+    }
+
+    /// Gives the file at `old` the extra name `dir/name`. The file moves to
+    /// the inode space if this is its second name (O(size) until the
+    /// engine's range move is tree surgery).
+    pub fn link(&self, old: &FsPath, dir: &FsPath, name: &[u8]) -> FsResult<Attr> {
+        let new = dir.join(name)?;
+        let _g = self.lock();
+        let (attr, loc) = self.resolve(old)?;
+        let parent = self.dir_attr(dir)?;
+        if self.try_resolve(&new)?.is_some() {
+            return err(libc::EEXIST);
+        }
+        if attr.kind == Kind::Dir {
+            return err(libc::EPERM);
+        }
+        let now = Timespec::now();
+        let mut a = attr.clone();
+        a.nlink += 1;
+        a.ctime = now;
+        let mut ops = Vec::new();
+        if let Loc::Path(p) = &loc {
+            for m in hardlink_moves(p, a.ino) {
+                ops.push(Op::RangeMove {
+                    from: m.from,
+                    to: m.to,
+                });
+            }
+            ops.push(Op::Insert {
+                key: meta_key(p),
+                value: pointer(&a),
+            });
+        }
+        ops.push(put_attr(&Loc::Inode(a.ino), &a));
+        ops.push(Op::Insert {
+            key: meta_key(&new),
+            value: pointer(&a),
+        });
+        ops.push(self.touch_dir(dir, &parent, 0, now));
+        self.tree.write(&ops)?;
+        Ok(a)
+    }
+
+    /// The target of the symlink at `loc`.
+    pub fn readlink(&self, loc: &Loc) -> FsResult<Vec<u8>> {
+        let attr = self.getattr(loc)?;
+        if attr.kind != Kind::Symlink {
+            return err(libc::EINVAL);
+        }
+        Ok(attr.target)
+    }
+}

@@ -1,0 +1,201 @@
+//! rename(2) and renameat2(2): replace, RENAME_NOREPLACE, RENAME_EXCHANGE.
+//!
+//! A rename is one batch of engine range moves (the schema's
+//! `rename_moves_all` / `exchange_moves`), plus the removal of a replaced
+//! destination and the parents' attribute updates. Because keys are full
+//! paths, a directory rename that would push any descendant past
+//! `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant is
+//! found by scanning the directory's metadata range, and only when the new
+//! path is longer than the old one.
+
+use wodfs_engine::Op;
+use wodfs_schema::key_codec::{
+    decode_key, descendants_range, exchange_moves, meta_key, rename_moves_all, PathSpace,
+};
+use wodfs_schema::path::check_renamed_descendant;
+use wodfs_schema::FsPath;
+
+use super::{pointer, Removed};
+use crate::attr::{Attr, Kind, Timespec};
+use crate::error::{err, FsResult};
+use crate::fs::{put_attr, Fs};
+use crate::loc::Loc;
+
+/// How an existing destination is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameMode {
+    /// Replace a compatible destination.
+    Replace,
+    /// Fail with `EEXIST` if the destination exists.
+    NoReplace,
+    /// Swap the two names; both must exist.
+    Exchange,
+}
+
+/// What a rename did, for callers that cache names (the FUSE inode table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renamed {
+    /// Inode of the renamed object.
+    pub ino: u64,
+    /// The replaced destination, if any.
+    pub replaced: Option<Removed>,
+    /// For an exchange: the inode now at the old name.
+    pub exchanged: Option<u64>,
+}
+
+impl Fs {
+    /// Renames `old_dir/old_name` to `new_dir/new_name`.
+    pub fn rename(
+        &self,
+        old_dir: &FsPath,
+        old_name: &[u8],
+        new_dir: &FsPath,
+        new_name: &[u8],
+        mode: RenameMode,
+    ) -> FsResult<Renamed> {
+        let old = old_dir.join(old_name)?;
+        let new = new_dir.join(new_name)?;
+        let _g = self.lock();
+        let old_parent = self.dir_attr(old_dir)?;
+        let new_parent = self.dir_attr(new_dir)?;
+        let (src, src_loc) = self.resolve(&old)?;
+        let dst = self.try_resolve(&new)?;
+        match (mode, &dst) {
+            (RenameMode::NoReplace, Some(_)) => return err(libc::EEXIST),
+            (RenameMode::Exchange, None) => return err(libc::ENOENT),
+            _ => {}
+        }
+        if old.is_ancestor_of(&new) {
+            return err(libc::EINVAL);
+        }
+        if new.is_ancestor_of(&old) && mode == RenameMode::Exchange {
+            return err(libc::EINVAL);
+        }
+        let src_dir = src.kind == Kind::Dir;
+        if let (RenameMode::Replace, Some((d, _))) = (mode, &dst) {
+            if d.ino == src.ino {
+                return Ok(Renamed {
+                    ino: src.ino,
+                    replaced: None,
+                    exchanged: None,
+                });
+            }
+            let dst_dir = d.kind == Kind::Dir;
+            if src_dir && !dst_dir {
+                return err(libc::ENOTDIR);
+            }
+            if !src_dir && dst_dir {
+                return err(libc::EISDIR);
+            }
+            if dst_dir && !self.dir_is_empty(&new)? {
+                return err(libc::ENOTEMPTY);
+            }
+        }
+        if old == new {
+            return Ok(Renamed {
+                ino: src.ino,
+                replaced: None,
+                exchanged: None,
+            });
+        }
+        if src_dir {
+            self.check_descendant_lengths(&old, &new)?;
+        }
+        if let (RenameMode::Exchange, Some((d, _))) = (mode, &dst) {
+            if d.kind == Kind::Dir {
+                self.check_descendant_lengths(&new, &old)?;
+            }
+        }
+        let now = Timespec::now();
+        let mut ops = Vec::new();
+        let mut replaced = None;
+        let mut exchanged = None;
+        // Link-count changes of the two parents (subdirectories moved).
+        let (mut old_delta, mut new_delta) = (0i32, 0i32);
+        match (mode, dst) {
+            (RenameMode::Exchange, Some((d, d_loc))) => {
+                for m in exchange_moves(&old, &new)? {
+                    ops.push(Op::RangeMove {
+                        from: m.from,
+                        to: m.to,
+                    });
+                }
+                let d_dir = d.kind == Kind::Dir;
+                if src_dir != d_dir && old_dir != new_dir {
+                    let s = if src_dir { 1 } else { -1 };
+                    old_delta -= s;
+                    new_delta += s;
+                }
+                ops.extend(self.touch_moved(&old, &d, &d_loc, now));
+                exchanged = Some(d.ino);
+            }
+            (_, dst) => {
+                if let Some((d, d_loc)) = dst {
+                    let (rm, removed) = self.remove_name_ops(&new, &d, &d_loc, now);
+                    ops.extend(rm);
+                    if d.kind == Kind::Dir {
+                        new_delta -= 1;
+                    }
+                    replaced = Some(removed);
+                }
+                for m in rename_moves_all(&old, &new)? {
+                    ops.push(Op::RangeMove {
+                        from: m.from,
+                        to: m.to,
+                    });
+                }
+                if src_dir {
+                    old_delta -= 1;
+                    new_delta += 1;
+                }
+            }
+        }
+        ops.extend(self.touch_moved(&new, &src, &src_loc, now));
+        if old_dir == new_dir {
+            ops.push(self.touch_dir(old_dir, &old_parent, old_delta + new_delta, now));
+        } else {
+            ops.push(self.touch_dir(old_dir, &old_parent, old_delta, now));
+            ops.push(self.touch_dir(new_dir, &new_parent, new_delta, now));
+        }
+        self.tree.write(&ops)?;
+        Ok(Renamed {
+            ino: src.ino,
+            replaced,
+            exchanged,
+        })
+    }
+
+    /// Ops that set the ctime of an object now named `path`.
+    fn touch_moved(&self, path: &FsPath, attr: &Attr, loc: &Loc, now: Timespec) -> Vec<Op> {
+        let mut a = attr.clone();
+        a.ctime = now;
+        match loc {
+            Loc::Path(_) => vec![put_attr(&Loc::Path(path.clone()), &a)],
+            Loc::Inode(_) => vec![
+                put_attr(loc, &a),
+                Op::Insert {
+                    key: meta_key(path),
+                    value: pointer(&a),
+                },
+            ],
+        }
+    }
+
+    /// `ENAMETOOLONG` if renaming directory `old` to `new` pushes a
+    /// descendant past the path limit.
+    fn check_descendant_lengths(&self, old: &FsPath, new: &FsPath) -> FsResult<()> {
+        if new.len_bytes() <= old.len_bytes() {
+            return Ok(());
+        }
+        let r = descendants_range(PathSpace::Meta, old);
+        for kv in self.tree.range(&r.start, Some(&r.end)) {
+            let (key, _) = kv?;
+            if let Ok(k) = decode_key(&key) {
+                if let Some(p) = k.path() {
+                    check_renamed_descendant(old, new, p.len_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

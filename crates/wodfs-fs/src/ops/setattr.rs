@@ -1,0 +1,94 @@
+//! setattr: chmod, chown, utimens, truncate, in one batch per call.
+
+use super::data::{resize_ops, FILE_BYTES_MAX};
+use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
+use crate::error::{err, FsResult};
+use crate::fs::{put_attr, Fs};
+use crate::loc::Loc;
+
+/// A time to set: a given one or the current time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    /// This time.
+    At(Timespec),
+    /// The current time.
+    Now,
+}
+
+/// The changes of one setattr call; `None` leaves a field alone.
+#[derive(Debug, Clone, Default)]
+pub struct SetAttr {
+    /// New permission bits (file-type bits ignored).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<SetTime>,
+    /// New modification time.
+    pub mtime: Option<SetTime>,
+    /// New change time.
+    pub ctime: Option<Timespec>,
+    /// Clear set-user-ID/set-group-ID on truncate (unprivileged caller).
+    pub kill_priv: bool,
+}
+
+impl Fs {
+    /// Applies `set` to the object at `loc` and returns its attributes.
+    pub fn setattr(&self, loc: &Loc, set: &SetAttr) -> FsResult<Attr> {
+        let _g = self.lock();
+        let mut a = self.getattr(loc)?;
+        let now = Timespec::now();
+        let mut ops = Vec::new();
+        let pick = |t: SetTime| match t {
+            SetTime::At(t) => t,
+            SetTime::Now => now,
+        };
+        if let Some(size) = set.size {
+            match a.kind {
+                Kind::File => {}
+                Kind::Dir => return err(libc::EISDIR),
+                _ => return err(libc::EINVAL),
+            }
+            if size > FILE_BYTES_MAX {
+                return err(libc::EFBIG);
+            }
+            resize_ops(loc, a.size, size, &mut ops);
+            a.size = size;
+            a.mtime = now;
+            a.ctime = now;
+            if set.kill_priv {
+                a.perm = kill_suid_sgid(a.perm);
+            }
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            a.uid = set.uid.unwrap_or(a.uid);
+            a.gid = set.gid.unwrap_or(a.gid);
+            if a.kind != Kind::Dir {
+                a.perm = kill_suid_sgid(a.perm);
+            }
+            a.ctime = now;
+        }
+        if let Some(mode) = set.mode {
+            a.perm = (mode & 0o7777) as u16;
+            a.ctime = now;
+        }
+        if let Some(t) = set.atime {
+            a.atime = pick(t);
+            a.ctime = now;
+        }
+        if let Some(t) = set.mtime {
+            a.mtime = pick(t);
+            a.ctime = now;
+        }
+        if let Some(t) = set.ctime {
+            a.ctime = t;
+        }
+        ops.push(put_attr(loc, &a));
+        self.tree.write(&ops)?;
+        Ok(a)
+    }
+}

@@ -1,0 +1,100 @@
+//! Extended attributes: one key per (file, name), moved by rename with the
+//! file's other keys and removed with it by one range delete.
+
+use wodfs_engine::Op;
+use wodfs_schema::key_codec::validate_xattr_name;
+
+use crate::attr::{Kind, Timespec};
+use crate::error::{err, FsResult};
+use crate::fs::{put_attr, Fs};
+use crate::loc::Loc;
+
+/// Largest xattr value (Linux `XATTR_SIZE_MAX`).
+pub const XATTR_VALUE_BYTES_MAX: usize = 65536;
+
+/// How `set_xattr` treats an existing attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create or replace.
+    Upsert,
+    /// `XATTR_CREATE`: `EEXIST` if present.
+    Create,
+    /// `XATTR_REPLACE`: `ENODATA` if absent.
+    Replace,
+}
+
+fn check_name(name: &[u8]) -> FsResult<()> {
+    validate_xattr_name(name)?;
+    Ok(())
+}
+
+impl Fs {
+    /// Sets xattr `name` of the object at `loc`.
+    pub fn set_xattr(&self, loc: &Loc, name: &[u8], value: &[u8], how: XattrSet) -> FsResult<()> {
+        check_name(name)?;
+        if value.len() > XATTR_VALUE_BYTES_MAX {
+            return err(libc::E2BIG);
+        }
+        let _g = self.lock();
+        let mut attr = self.getattr(loc)?;
+        if attr.kind == Kind::Symlink && name.starts_with(b"user.") {
+            return err(libc::EPERM);
+        }
+        let key = loc.xattr_key(name)?;
+        let exists = self.tree.get(&key)?.is_some();
+        match (how, exists) {
+            (XattrSet::Create, true) => return err(libc::EEXIST),
+            (XattrSet::Replace, false) => return err(libc::ENODATA),
+            _ => {}
+        }
+        attr.ctime = Timespec::now();
+        self.tree.write(&[
+            Op::Insert {
+                key,
+                value: value.to_vec(),
+            },
+            put_attr(loc, &attr),
+        ])?;
+        Ok(())
+    }
+
+    /// The value of xattr `name`.
+    pub fn get_xattr(&self, loc: &Loc, name: &[u8]) -> FsResult<Vec<u8>> {
+        check_name(name)?;
+        let key = loc.xattr_key(name)?;
+        match self.tree.get(&key)? {
+            Some(v) => Ok(v),
+            None => {
+                self.getattr(loc)?;
+                err(libc::ENODATA)
+            }
+        }
+    }
+
+    /// Every xattr name, in byte order.
+    pub fn list_xattr(&self, loc: &Loc) -> FsResult<Vec<Vec<u8>>> {
+        self.getattr(loc)?;
+        let r = loc.xattrs();
+        let mut names = Vec::new();
+        for kv in self.tree.range(&r.start, Some(&r.end)) {
+            let (key, _) = kv?;
+            names.push(key[r.start.len()..].to_vec());
+        }
+        Ok(names)
+    }
+
+    /// Removes xattr `name`.
+    pub fn remove_xattr(&self, loc: &Loc, name: &[u8]) -> FsResult<()> {
+        check_name(name)?;
+        let _g = self.lock();
+        let mut attr = self.getattr(loc)?;
+        let key = loc.xattr_key(name)?;
+        if self.tree.get(&key)?.is_none() {
+            return err(libc::ENODATA);
+        }
+        attr.ctime = Timespec::now();
+        self.tree
+            .write(&[Op::Delete { key }, put_attr(loc, &attr)])?;
+        Ok(())
+    }
+}
