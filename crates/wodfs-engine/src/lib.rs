@@ -50,13 +50,17 @@ mod node;
 mod range_index;
 mod table;
 mod tree;
+mod wal;
 
 pub use config::{Compression, Config, BLOCK_BYTES};
 pub use error::{Error, Result};
 pub use format::FORMAT_VERSION;
 pub use msg::Msn;
 pub use table::BlockNum;
-pub use tree::{prefix_successor, Op, RangeIter, Space, Tree, TreeStats, VerifyReport};
+pub use tree::{
+    prefix_successor, Background, BackgroundConfig, Op, RangeIter, Space, Tree, TreeStats,
+    VerifyReport,
+};
 
 /// The longest key the engine stores. Full paths (up to 4096 bytes, plus
 /// escaping and a block number) fit with room to spare.
@@ -100,7 +104,7 @@ pub mod fuzz {
     /// Decodes a superblock slot (checksum fixed up).
     pub fn superblock(data: &[u8]) -> bool {
         let mut d = data.to_vec();
-        fix_crc(&mut d, 102);
+        fix_crc(&mut d, 106);
         crate::format::superblock::decode_superblock(&d).is_ok()
     }
     /// Decodes a block table (checksum fixed up).

@@ -91,12 +91,12 @@ fn variants() -> Vec<(&'static str, Vec<u8>)> {
     let mut x = good.clone();
     let s = newest_slot(&x) as usize;
     x[s + 8..s + 12].copy_from_slice(&99u32.to_le_bytes());
-    let crc = crc32c_of(&x[s..s + 102]);
-    x[s + 102..s + 106].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c_of(&x[s..s + 106]);
+    x[s + 106..s + 110].copy_from_slice(&crc.to_le_bytes());
     let o = if s == 0 { 4096 } else { 0 };
     x[o + 8..o + 12].copy_from_slice(&99u32.to_le_bytes());
-    let crc = crc32c_of(&x[o..o + 102]);
-    x[o + 102..o + 106].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c_of(&x[o..o + 106]);
+    x[o + 106..o + 110].copy_from_slice(&crc.to_le_bytes());
     v.push(("future-version", x));
     v
 }

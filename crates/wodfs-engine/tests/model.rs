@@ -12,6 +12,7 @@ use wodfs_engine::{prefix_successor, Config, Op, Tree};
 #[derive(Clone, Debug)]
 enum Step {
     Op(Op),
+    Sync,
     Checkpoint,
     Reopen,
     Get(Vec<u8>),
@@ -117,6 +118,7 @@ fn op() -> impl Strategy<Value = Op> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         30 => op().prop_map(Step::Op),
+        2 => Just(Step::Sync),
         1 => Just(Step::Checkpoint),
         1 => Just(Step::Reopen),
         3 => key().prop_map(Step::Get),
@@ -143,14 +145,18 @@ fn run(steps: &[Step], cfg: Config) -> wodfs_engine::TreeStats {
                 tree.write(std::slice::from_ref(op)).unwrap();
                 apply_model(&mut model, op);
             }
+            Step::Sync => {
+                tree.sync().unwrap();
+                durable = model.clone();
+            }
             Step::Checkpoint => {
                 tree.checkpoint().unwrap();
                 durable = model.clone();
                 check_all(&tree, &model);
             }
             Step::Reopen => {
-                // Reopen without a checkpoint: the store goes back to the
-                // last checkpoint (no log yet).
+                // Reopen without a sync: the store goes back to the last
+                // sync or checkpoint (log replay on open).
                 before_reopens.push(tree.stats());
                 drop(tree);
                 tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();

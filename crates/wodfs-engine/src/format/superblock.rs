@@ -28,6 +28,8 @@ pub(crate) struct Superblock {
     pub table_offset: u64,
     pub table_len: u64,
     pub table_crc: u32,
+    /// Log chain value at `log_checkpoint_lsn` (see `wal::record`).
+    pub log_chain: u32,
 }
 
 impl Superblock {
@@ -59,6 +61,7 @@ impl Superblock {
         e.u64(self.table_offset);
         e.u64(self.table_len);
         e.u32(self.table_crc);
+        e.u32(self.log_chain);
         let crc = checksum(&e.buf);
         e.u32(crc);
         e.buf.resize(BLOCK_BYTES as usize, 0);
@@ -104,6 +107,7 @@ pub(crate) fn decode_superblock(buf: &[u8]) -> Result<Superblock, SlotError> {
             table_offset: d.u64("table offset")?,
             table_len: d.u64("table length")?,
             table_crc: d.u32("table checksum")?,
+            log_chain: d.u32("log chain")?,
         };
         let body_len = 8 + d.pos();
         let crc = d.u32("checksum")?;
@@ -137,5 +141,6 @@ fn blank() -> Superblock {
         table_offset: 0,
         table_len: 0,
         table_crc: 0,
+        log_chain: 0,
     }
 }

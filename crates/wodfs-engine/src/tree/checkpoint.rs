@@ -34,7 +34,14 @@ pub(crate) struct CheckpointPlan {
 impl State {
     /// Prepares a checkpoint: serializes and places every dirty node and the
     /// block table. Runs under the write lock.
-    pub fn plan_checkpoint(&mut self, env: Env<'_>) -> Result<CheckpointPlan> {
+    pub fn plan_checkpoint(
+        &mut self,
+        env: Env<'_>,
+        log_lsn: u64,
+        log_chain: u32,
+    ) -> Result<CheckpointPlan> {
+        self.log_checkpoint_lsn = log_lsn;
+        self.log_chain = log_chain;
         env.dev.annotate("checkpoint.serialize");
         let mut writes = Vec::new();
         for b in self.cache.dirty_blocks() {
@@ -90,6 +97,7 @@ impl State {
             table_offset: blob_off,
             table_len: blob.len() as u64,
             table_crc: checksum(&blob),
+            log_chain: self.log_chain,
         };
         writes.push((blob_off, blob));
         writes.sort_by_key(|(o, _)| *o);
@@ -153,6 +161,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         table_blob: None,
         writing: Default::default(),
         log_checkpoint_lsn: 0,
+        log_chain: 0,
     };
     state.put_dirty(root, Node::empty_leaf(Vec::new()));
     Ok(state)
@@ -273,6 +282,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         table_blob: Some(blob_extent),
         writing: Default::default(),
         log_checkpoint_lsn: sb.log_checkpoint_lsn,
+        log_chain: sb.log_chain,
     };
     Ok((state, cfg))
 }

@@ -7,7 +7,14 @@
 //! nodes). A checkpoint holds it only while serializing dirty nodes, and
 //! writes and syncs the device without it. A second mutex serializes
 //! checkpoints, so any thread can call [`Tree::checkpoint`] and wait.
+//!
+//! Durability: every batch is appended to the write-ahead log under the
+//! write lock (so log order is apply order) before the lock is released.
+//! [`Tree::sync`] makes the log durable (group commit); a checkpoint makes
+//! the tree durable and reclaims the log before it. Opening replays the log
+//! from the newest checkpoint.
 
+mod background;
 mod cache;
 mod checkpoint;
 mod frame;
@@ -26,10 +33,12 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::msg::{PointMsg, PointOp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-use state::{Env, State};
+pub(crate) use state::Env;
+use state::State;
 use stats::Stats;
 use write::Msg;
 
+pub use background::{Background, BackgroundConfig};
 pub use frame::prefix_successor;
 pub use stats::TreeStats;
 pub use verify::VerifyReport;
@@ -105,6 +114,7 @@ struct Shared {
     checkpoint_lock: Mutex<()>,
     poison: Mutex<Option<String>>,
     stats: Stats,
+    log: crate::wal::Log,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -125,7 +135,15 @@ impl Tree {
             };
             checkpoint::create_state(env)?
         };
-        let tree = Tree::from_parts(dev, cfg, state, stats);
+        let log = crate::wal::Log::new(
+            state.layout.log_offset,
+            state.layout.log_bytes,
+            0,
+            0,
+            0,
+            Vec::new(),
+        );
+        let tree = Tree::from_parts(dev, cfg, state, stats, log);
         tree.checkpoint()?;
         Ok(tree)
     }
@@ -146,7 +164,7 @@ impl Tree {
             };
             checkpoint::open_state(env, cache_bytes)?
         };
-        {
+        let (log, records) = {
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
@@ -156,11 +174,57 @@ impl Tree {
             let root = state.root;
             let (node, dirty) = state.take_full(env, root)?;
             state.put_clean(root, node, dirty);
-        }
-        Ok(Tree::from_parts(dev, cfg, state, stats))
+            let (lo, lb) = (state.layout.log_offset, state.layout.log_bytes);
+            let scan =
+                crate::wal::replay::scan(env, lo, lb, state.log_checkpoint_lsn, state.log_chain)?;
+            let log = crate::wal::Log::new(
+                lo,
+                lb,
+                state.log_checkpoint_lsn,
+                scan.tail,
+                scan.chain,
+                scan.head,
+            );
+            (log, scan.records)
+        };
+        let tree = Tree::from_parts(dev, cfg, state, stats, log);
+        tree.replay(records)?;
+        Ok(tree)
     }
 
-    fn from_parts(dev: Box<dyn Device>, cfg: Config, state: State, stats: Stats) -> Tree {
+    /// Applies the log records found at open, in order (recovery).
+    fn replay(&self, records: Vec<crate::wal::replay::Found>) -> Result<()> {
+        let env = self.env();
+        let mut st = self.shared.state.write();
+        let mut replayed = false;
+        for rec in records {
+            let ops = crate::wal::record::decode_batch(&rec.payload).map_err(|d| {
+                Error::corrupt(
+                    "log record",
+                    st.layout.log_offset + rec.lsn % st.layout.log_bytes,
+                    d,
+                )
+            })?;
+            for op in &ops {
+                validate(op)?;
+                apply_op(&mut st, env, op)?;
+            }
+            st.evict(env)?;
+            replayed = true;
+        }
+        if replayed {
+            self.shared.stats.add_replayed();
+        }
+        Ok(())
+    }
+
+    fn from_parts(
+        dev: Box<dyn Device>,
+        cfg: Config,
+        state: State,
+        stats: Stats,
+        log: crate::wal::Log,
+    ) -> Tree {
         Tree {
             shared: Arc::new(Shared {
                 dev,
@@ -169,6 +233,7 @@ impl Tree {
                 checkpoint_lock: Mutex::new(()),
                 poison: Mutex::new(None),
                 stats,
+                log,
             }),
         }
     }
@@ -254,21 +319,64 @@ impl Tree {
         }])
     }
 
-    /// Applies `ops` as one atomic batch: no reader sees part of it, and a
-    /// checkpoint contains all of it or none.
+    /// Applies `ops` as one atomic batch: no reader sees part of it, a
+    /// checkpoint contains all of it or none, and it is one log record, so
+    /// recovery replays all of it or none. Durable once [`Tree::sync`] (or a
+    /// checkpoint) returns after it.
     pub fn write(&self, ops: &[Op]) -> Result<()> {
         for op in ops {
             validate(op)?;
         }
+        let payload = crate::wal::record::encode_batch(ops);
+        let log = &self.shared.log;
+        if payload.len() as u64 > log.max_payload_bytes() {
+            return Err(Error::InvalidArgument(format!(
+                "batch of {} bytes exceeds the log's limit of {} (a quarter of the log region)",
+                payload.len(),
+                log.max_payload_bytes()
+            )));
+        }
         self.check_poison()?;
         let env = self.env();
-        let mut st = self.shared.state.write();
-        let r = (|| {
-            for op in ops {
-                apply_op(&mut st, env, op)?;
+        loop {
+            // Keep room in the log: a checkpoint reclaims it.
+            if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
+                self.checkpoint()?;
             }
-            st.evict(env)
-        })();
+            let mut st = self.shared.state.write();
+            if log.used_bytes() + payload.len() as u64 + crate::wal::record::FRAME_HEADER_BYTES
+                > log.region_bytes()
+            {
+                drop(st);
+                self.checkpoint()?;
+                continue;
+            }
+            let r = (|| {
+                for op in ops {
+                    apply_op(&mut st, env, op)?;
+                }
+                if !log.append(&payload)? {
+                    return Err(Error::Poisoned(
+                        "log region full after the room check".into(),
+                    ));
+                }
+                st.evict(env)
+            })();
+            drop(st);
+            self.poison(r)?;
+            break;
+        }
+        if log.pending_bytes() >= crate::wal::LOG_BUFFER_BYTES {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Makes every batch written before this call durable: flushes the log
+    /// (one device flush for all callers waiting at the same time).
+    pub fn sync(&self) -> Result<()> {
+        self.check_poison()?;
+        let r = self.shared.log.sync(self.env());
         self.poison(r)
     }
 
@@ -311,14 +419,16 @@ impl Tree {
         let _one_at_a_time = self.shared.checkpoint_lock.lock();
         self.check_poison()?;
         let env = self.env();
-        let plan = {
+        let (plan, lsn) = {
             let mut st = self.shared.state.write();
-            let r = st.plan_checkpoint(env);
-            self.poison(r)?
+            let (lsn, chain) = self.shared.log.position();
+            let r = st.plan_checkpoint(env, lsn, chain);
+            (self.poison(r)?, lsn)
         };
         let r = checkpoint::write_checkpoint(env, &plan);
         let generation = self.poison(r)?;
         self.shared.state.write().commit_checkpoint(generation);
+        self.shared.log.reclaim(lsn);
         self.shared.stats.add_checkpoint();
         Ok(())
     }

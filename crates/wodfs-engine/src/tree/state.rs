@@ -38,6 +38,7 @@ pub(crate) struct State {
     /// their table entries already name extents not yet written.
     pub writing: HashSet<BlockNum>,
     pub log_checkpoint_lsn: u64,
+    pub log_chain: u32,
 }
 
 /// What every tree operation needs besides the state.

@@ -34,6 +34,7 @@ counters! {
     skip_downs: "Messages that skipped an empty buffer to a cached child.",
     evictions: "Nodes evicted from the cache.",
     checkpoints: "Checkpoints completed.",
+    recoveries: "Opens that replayed the log.",
 }
 
 impl Stats {
@@ -70,6 +71,9 @@ impl Stats {
     }
     pub fn add_eviction(&self) {
         self.evictions.fetch_add(1, Relaxed);
+    }
+    pub fn add_replayed(&self) {
+        self.recoveries.fetch_add(1, Relaxed);
     }
     pub fn add_checkpoint(&self) {
         self.checkpoints.fetch_add(1, Relaxed);

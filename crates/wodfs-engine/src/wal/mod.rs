@@ -1,0 +1,207 @@
+//! The write-ahead log: a logical redo log in a preallocated, circular
+//! region of the device.
+//!
+//! An LSN is a byte position in an endless log; the record at LSN `l` lives
+//! at `region_offset + l mod region_bytes` (a record may wrap). Appends
+//! happen under the tree's write lock, so log order is apply order. `sync`
+//! makes everything appended so far durable; syncs that wait at the same
+//! time share one device flush (group commit). A checkpoint records the
+//! tail LSN at which it froze the tree; once its superblock is durable the
+//! log before that LSN is reclaimed. Space is never reused while a byte
+//! there is still needed: by the last durable checkpoint's replay, or
+//! because it is still waiting in the buffer to be written.
+//!
+//! Flushes write from the start of the sector that holds the first
+//! unwritten byte: the already durable bytes of that sector are rewritten
+//! with their own values, so a torn flush cannot damage them.
+
+pub(crate) mod record;
+pub(crate) mod replay;
+
+use parking_lot::{Condvar, Mutex};
+use wodfs_device::SECTOR_BYTES;
+
+use crate::error::{Error, Result};
+use crate::tree::Env;
+
+/// Appended bytes that trigger a flush without waiting for a sync.
+pub(crate) const LOG_BUFFER_BYTES: u64 = 4 << 20;
+
+#[derive(Debug)]
+pub(crate) struct Log {
+    region_offset: u64,
+    region_bytes: u64,
+    inner: Mutex<Inner>,
+    flushed: Condvar,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Where the next record goes.
+    tail: u64,
+    /// Chain value after the last record.
+    chain: u32,
+    /// Bytes from `buf_lsn` (sector-aligned) to `tail` not yet known to be
+    /// on the device, plus the durable head of their first sector.
+    buf: Vec<u8>,
+    buf_lsn: u64,
+    /// Everything before this is durable (in the log or a checkpoint).
+    durable: u64,
+    flushing: bool,
+    /// The last durable checkpoint's LSN: replay starts here.
+    reclaimed: u64,
+    error: Option<String>,
+}
+
+fn floor_sector(lsn: u64) -> u64 {
+    lsn / SECTOR_BYTES * SECTOR_BYTES
+}
+
+impl Log {
+    /// A log whose durable contents end at `tail` with chain `chain`;
+    /// `head` holds the bytes from `floor_sector(tail)` to `tail` as they
+    /// are on the device; replay starts at `reclaimed`.
+    pub fn new(
+        region_offset: u64,
+        region_bytes: u64,
+        reclaimed: u64,
+        tail: u64,
+        chain: u32,
+        head: Vec<u8>,
+    ) -> Self {
+        debug_assert_eq!(head.len() as u64, tail - floor_sector(tail));
+        Log {
+            region_offset,
+            region_bytes,
+            inner: Mutex::new(Inner {
+                tail,
+                chain,
+                buf: head,
+                buf_lsn: floor_sector(tail),
+                durable: tail,
+                flushing: false,
+                reclaimed,
+                error: None,
+            }),
+            flushed: Condvar::new(),
+        }
+    }
+
+    pub fn region_bytes(&self) -> u64 {
+        self.region_bytes
+    }
+
+    /// The largest record payload accepted: a quarter of the region, so a
+    /// checkpoint can always make room for it.
+    pub fn max_payload_bytes(&self) -> u64 {
+        self.region_bytes / 4 - record::FRAME_HEADER_BYTES
+    }
+
+    /// (tail LSN, chain) now.
+    pub fn position(&self) -> (u64, u32) {
+        let g = self.inner.lock();
+        (g.tail, g.chain)
+    }
+
+    /// Bytes of the region in use (from the oldest byte still needed).
+    pub fn used_bytes(&self) -> u64 {
+        let g = self.inner.lock();
+        g.tail - g.reclaimed.min(g.buf_lsn)
+    }
+
+    /// Bytes appended but not yet durable.
+    pub fn pending_bytes(&self) -> u64 {
+        let g = self.inner.lock();
+        g.tail - g.durable
+    }
+
+    /// Appends one record; `false` if the region has no room for it now
+    /// (a checkpoint must reclaim space first).
+    pub fn append(&self, payload: &[u8]) -> Result<bool> {
+        let mut g = self.inner.lock();
+        if let Some(e) = &g.error {
+            return Err(Error::Poisoned(e.clone()));
+        }
+        let len = record::FRAME_HEADER_BYTES + payload.len() as u64;
+        let floor = g.reclaimed.min(g.buf_lsn);
+        if g.tail + len - floor > self.region_bytes {
+            return Ok(false);
+        }
+        let (bytes, chain) = record::frame(g.chain, g.tail, payload);
+        g.buf.extend_from_slice(&bytes);
+        g.tail += len;
+        g.chain = chain;
+        Ok(true)
+    }
+
+    /// Makes everything appended before this call durable. Concurrent
+    /// callers share one write and one device sync.
+    pub fn sync(&self, env: Env<'_>) -> Result<()> {
+        let mut g = self.inner.lock();
+        let target = g.tail;
+        loop {
+            if let Some(e) = &g.error {
+                return Err(Error::Poisoned(e.clone()));
+            }
+            if g.durable >= target {
+                return Ok(());
+            }
+            if g.flushing {
+                self.flushed.wait(&mut g);
+                continue;
+            }
+            g.flushing = true;
+            let start = g.buf_lsn;
+            let end = g.tail;
+            let bytes = g.buf[..(end - start) as usize].to_vec();
+            drop(g);
+            let r = self.write_and_sync(env, start, &bytes);
+            g = self.inner.lock();
+            g.flushing = false;
+            match r {
+                Ok(()) => {
+                    g.durable = g.durable.max(end);
+                    let keep_from = floor_sector(end);
+                    if keep_from > g.buf_lsn {
+                        let n = (keep_from - g.buf_lsn) as usize;
+                        g.buf.drain(..n);
+                        g.buf_lsn = keep_from;
+                    }
+                }
+                Err(e) => g.error = Some(e.to_string()),
+            }
+            self.flushed.notify_all();
+        }
+    }
+
+    fn write_and_sync(&self, env: Env<'_>, start: u64, bytes: &[u8]) -> Result<()> {
+        env.dev.annotate("log.write");
+        let mut lsn = start;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let at = lsn % self.region_bytes;
+            let n = rest.len().min((self.region_bytes - at) as usize);
+            env.write(self.region_offset + at, &rest[..n])?;
+            rest = &rest[n..];
+            lsn += n as u64;
+        }
+        env.dev.annotate("log.sync");
+        env.sync()?;
+        env.dev.annotate("log.synced");
+        Ok(())
+    }
+
+    /// A checkpoint at `lsn` is durable: the log before it is no longer
+    /// needed, nor are buffered bytes before it (the checkpoint has them).
+    pub fn reclaim(&self, lsn: u64) {
+        let mut g = self.inner.lock();
+        g.reclaimed = g.reclaimed.max(lsn);
+        g.durable = g.durable.max(lsn);
+        let keep_from = floor_sector(lsn);
+        if !g.flushing && keep_from > g.buf_lsn {
+            let n = ((keep_from - g.buf_lsn) as usize).min(g.buf.len());
+            g.buf.drain(..n);
+            g.buf_lsn = keep_from;
+        }
+    }
+}

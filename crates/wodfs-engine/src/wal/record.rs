@@ -1,0 +1,147 @@
+//! Log records: one record is one atomic batch of operations.
+//!
+//! Frame: `lsn u64 | payload length u32 | chain u32 | payload`. `lsn` is
+//! the record's own log position, so a record left from an earlier lap of
+//! the circular region never matches where it is found. `chain` is
+//! crc32c(previous chain ‖ lsn ‖ length ‖ payload): it detects a torn or
+//! damaged record, and a stale record of this lap that happens to start
+//! where a new chain continues after a recovery, because its chain was
+//! computed from a different predecessor.
+//!
+//! Payload: `1u8` (batch), varint op count, then per op a kind byte (never
+//! renumbered) and its fields.
+
+use crate::format::bytes::{Dec, DecResult, Enc};
+use crate::tree::Op;
+use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+
+pub(crate) const FRAME_HEADER_BYTES: u64 = 16;
+
+const PAYLOAD_BATCH: u8 = 1;
+
+mod op_kind {
+    pub const INSERT: u8 = 1;
+    pub const DELETE: u8 = 2;
+    pub const PATCH: u8 = 3;
+    pub const TRUNCATE: u8 = 4;
+    pub const DELETE_RANGE: u8 = 5;
+    pub const RANGE_MOVE: u8 = 6;
+}
+
+pub(crate) fn encode_batch(ops: &[Op]) -> Vec<u8> {
+    let mut e = Enc::with_capacity(64);
+    e.u8(PAYLOAD_BATCH);
+    e.varint(ops.len() as u64);
+    for op in ops {
+        match op {
+            Op::Insert { key, value } => {
+                e.u8(op_kind::INSERT);
+                e.bytes(key);
+                e.bytes(value);
+            }
+            Op::Delete { key } => {
+                e.u8(op_kind::DELETE);
+                e.bytes(key);
+            }
+            Op::Patch { key, offset, data } => {
+                e.u8(op_kind::PATCH);
+                e.bytes(key);
+                e.varint(u64::from(*offset));
+                e.bytes(data);
+            }
+            Op::Truncate { key, len } => {
+                e.u8(op_kind::TRUNCATE);
+                e.bytes(key);
+                e.varint(u64::from(*len));
+            }
+            Op::DeleteRange { lo, hi } => {
+                e.u8(op_kind::DELETE_RANGE);
+                e.bytes(lo);
+                e.bytes(hi);
+            }
+            Op::RangeMove { from, to } => {
+                e.u8(op_kind::RANGE_MOVE);
+                e.bytes(from);
+                e.bytes(to);
+            }
+        }
+    }
+    e.buf
+}
+
+pub(crate) fn decode_batch(buf: &[u8]) -> DecResult<Vec<Op>> {
+    let mut d = Dec::new(buf);
+    if d.u8("payload kind")? != PAYLOAD_BATCH {
+        return Err("log payload is not a batch".into());
+    }
+    let n = d.count("batch ops")?;
+    let mut ops = Vec::with_capacity(n);
+    let key = |d: &mut Dec<'_>, what| d.bytes(what, MAX_KEY_BYTES).map(<[u8]>::to_vec);
+    for _ in 0..n {
+        let op = match d.u8("op kind")? {
+            op_kind::INSERT => Op::Insert {
+                key: key(&mut d, "key")?,
+                value: d.bytes("value", MAX_VALUE_BYTES)?.to_vec(),
+            },
+            op_kind::DELETE => Op::Delete {
+                key: key(&mut d, "key")?,
+            },
+            op_kind::PATCH => {
+                let k = key(&mut d, "key")?;
+                let offset = d.varint("offset")?;
+                let data = d.bytes("data", MAX_VALUE_BYTES)?.to_vec();
+                if offset + data.len() as u64 > MAX_VALUE_BYTES as u64 {
+                    return Err("patch past the maximum value size".into());
+                }
+                Op::Patch {
+                    key: k,
+                    offset: offset as u32,
+                    data,
+                }
+            }
+            op_kind::TRUNCATE => {
+                let k = key(&mut d, "key")?;
+                let len = d.varint("length")?;
+                if len > MAX_VALUE_BYTES as u64 {
+                    return Err("truncate past the maximum value size".into());
+                }
+                Op::Truncate {
+                    key: k,
+                    len: len as u32,
+                }
+            }
+            op_kind::DELETE_RANGE => Op::DeleteRange {
+                lo: key(&mut d, "lo")?,
+                hi: key(&mut d, "hi")?,
+            },
+            op_kind::RANGE_MOVE => Op::RangeMove {
+                from: key(&mut d, "from")?,
+                to: key(&mut d, "to")?,
+            },
+            other => return Err(format!("unknown op kind {other}")),
+        };
+        ops.push(op);
+    }
+    d.finish("batch")?;
+    Ok(ops)
+}
+
+/// The chain value of a record.
+pub(crate) fn chain(prev: u32, lsn: u64, payload: &[u8]) -> u32 {
+    let mut head = [0u8; 12];
+    head[..8].copy_from_slice(&lsn.to_le_bytes());
+    head[8..].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let c = crc32c::crc32c_append(prev, &head);
+    crc32c::crc32c_append(c, payload)
+}
+
+/// A whole frame for `payload` at `lsn`, and its chain value.
+pub(crate) fn frame(prev: u32, lsn: u64, payload: &[u8]) -> (Vec<u8>, u32) {
+    let c = chain(prev, lsn, payload);
+    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES as usize + payload.len());
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&c.to_le_bytes());
+    out.extend_from_slice(payload);
+    (out, c)
+}

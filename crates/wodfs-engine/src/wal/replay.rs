@@ -1,0 +1,80 @@
+//! Reading the log back at recovery: records from the checkpoint's LSN on,
+//! while each one is whole, in place and chained to the one before.
+
+use super::record::{chain, FRAME_HEADER_BYTES};
+use crate::error::Result;
+use crate::tree::Env;
+
+/// A record found in the log.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub lsn: u64,
+    pub payload: Vec<u8>,
+}
+
+/// What replay found: the records, and where the log ends.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    pub records: Vec<Found>,
+    pub tail: u64,
+    pub chain: u32,
+    /// Device bytes of the sector holding `tail`, up to `tail`.
+    pub head: Vec<u8>,
+}
+
+/// Reads the valid records from `start` (whose predecessor's chain value
+/// is `start_chain`). Stops at the first record that is torn, damaged,
+/// stale or absent: that is the end of the log.
+pub(crate) fn scan(
+    env: Env<'_>,
+    region_offset: u64,
+    region_bytes: u64,
+    start: u64,
+    start_chain: u32,
+) -> Result<Scan> {
+    let mut region = vec![0u8; region_bytes as usize];
+    env.read(region_offset, &mut region)?;
+    let at = |lsn: u64, n: usize| -> Vec<u8> {
+        let mut out = Vec::with_capacity(n);
+        let mut p = lsn;
+        while out.len() < n {
+            let i = (p % region_bytes) as usize;
+            let take = (n - out.len()).min(region.len() - i);
+            out.extend_from_slice(&region[i..i + take]);
+            p += take as u64;
+        }
+        out
+    };
+    let mut records = Vec::new();
+    let mut lsn = start;
+    let mut prev = start_chain;
+    loop {
+        if lsn - start + FRAME_HEADER_BYTES > region_bytes {
+            break;
+        }
+        let h = at(lsn, FRAME_HEADER_BYTES as usize);
+        let rec_lsn = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+        let len = u64::from(u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")));
+        let stored_chain = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
+        if rec_lsn != lsn || len == 0 || lsn - start + FRAME_HEADER_BYTES + len > region_bytes {
+            break;
+        }
+        let payload = at(lsn + FRAME_HEADER_BYTES, len as usize);
+        let c = chain(prev, lsn, &payload);
+        if c != stored_chain {
+            break;
+        }
+        records.push(Found { lsn, payload });
+        prev = c;
+        lsn += FRAME_HEADER_BYTES + len;
+    }
+    let sector = wodfs_device::SECTOR_BYTES;
+    let head_start = lsn / sector * sector;
+    let head = at(head_start, (lsn - head_start) as usize);
+    Ok(Scan {
+        records,
+        tail: lsn,
+        chain: prev,
+        head,
+    })
+}
