@@ -7,27 +7,15 @@
 //! oracle's "prefix no earlier than the last acknowledged sync" is "one of
 //! the checkpoints". Coverage is asserted per phase, not just counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use wodfs_device::{FaultConfig, FaultDevice, MemDevice};
 use wodfs_engine::{Config, Error, Op, Tree};
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use common::{apply, Model, Rng};
 
 fn cfg() -> Config {
     Config {
@@ -67,36 +55,6 @@ fn ops(seed: u64) -> Vec<Op> {
             }
         })
         .collect()
-}
-
-fn apply(m: &mut Model, op: &Op) {
-    match op {
-        Op::Insert { key, value } => {
-            m.insert(key.clone(), value.clone());
-        }
-        Op::Delete { key } => {
-            m.remove(key);
-        }
-        Op::Patch { key, offset, data } => {
-            let mut v = m.remove(key).unwrap_or_default();
-            let end = *offset as usize + data.len();
-            if v.len() < end {
-                v.resize(end, 0);
-            }
-            v[*offset as usize..end].copy_from_slice(data);
-            m.insert(key.clone(), v);
-        }
-        Op::DeleteRange { lo, hi } => {
-            let dead: Vec<_> = m
-                .range(lo.clone()..hi.clone())
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in dead {
-                m.remove(&k);
-            }
-        }
-        _ => unreachable!("not generated"),
-    }
 }
 
 /// Runs the workload until it finishes or the power goes. Returns the

@@ -2,12 +2,11 @@
 //! splits, merges, flushes and evictions happen constantly, and
 //! checkpoint + reopen + `verify()` inside the sequences.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use wodfs_device::MemDevice;
-use wodfs_engine::{prefix_successor, Config, Op, Tree};
+use wodfs_engine::{Config, Op, Tree};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -19,62 +18,9 @@ enum Step {
     Scan(Vec<u8>, Vec<u8>),
 }
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
 
-fn apply_model(m: &mut Model, op: &Op) {
-    match op {
-        Op::Insert { key, value } => {
-            m.insert(key.clone(), value.clone());
-        }
-        Op::Delete { key } => {
-            m.remove(key);
-        }
-        Op::Patch { key, offset, data } => {
-            let mut v = m.remove(key).unwrap_or_default();
-            let end = *offset as usize + data.len();
-            if v.len() < end {
-                v.resize(end, 0);
-            }
-            v[*offset as usize..end].copy_from_slice(data);
-            m.insert(key.clone(), v);
-        }
-        Op::Truncate { key, len } => {
-            if let Some(v) = m.get_mut(key) {
-                v.truncate(*len as usize);
-            }
-        }
-        Op::DeleteRange { lo, hi } => {
-            let dead: Vec<_> = m
-                .range(lo.clone()..hi.clone())
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in dead {
-                m.remove(&k);
-            }
-        }
-        Op::RangeMove { from, to } => {
-            let to_end = prefix_successor(to).unwrap();
-            let from_end = prefix_successor(from).unwrap();
-            let dead: Vec<_> = m
-                .range(to.clone()..to_end)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in dead {
-                m.remove(&k);
-            }
-            let moving: Vec<_> = m
-                .range(from.clone()..from_end)
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            for (k, v) in moving {
-                m.remove(&k);
-                let mut nk = to.clone();
-                nk.extend_from_slice(&k[from.len()..]);
-                m.insert(nk, v);
-            }
-        }
-    }
-}
+use common::{apply as apply_model, Model};
 
 /// Keys that look like paths, sharing prefixes so lifting matters.
 fn key() -> impl Strategy<Value = Vec<u8>> {
