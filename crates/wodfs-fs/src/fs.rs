@@ -61,11 +61,17 @@ pub struct FsOptions {
     /// Update atime on read with relatime rules (atime older than mtime or
     /// ctime, or more than a day old).
     pub relatime: bool,
+    /// Delete orphans left by a crash when opening (off for a read-only
+    /// check such as fsck).
+    pub remove_orphans: bool,
 }
 
 impl Default for FsOptions {
     fn default() -> Self {
-        FsOptions { relatime: true }
+        FsOptions {
+            relatime: true,
+            remove_orphans: true,
+        }
     }
 }
 
@@ -144,7 +150,9 @@ impl Fs {
             }),
             opts,
         };
-        fs.remove_orphans()?;
+        if opts.remove_orphans {
+            fs.remove_orphans()?;
+        }
         Ok(fs)
     }
 

@@ -114,10 +114,16 @@ impl Fs {
     /// Gives the file at `old` the extra name `dir/name`. The file moves to
     /// the inode space if this is its second name (O(size) until the
     /// engine's range move is tree surgery).
-    pub fn link(&self, old: &FsPath, dir: &FsPath, name: &[u8]) -> FsResult<Attr> {
+    pub fn link(&self, old: &Loc, dir: &FsPath, name: &[u8]) -> FsResult<Attr> {
         let new = dir.join(name)?;
         let _g = self.lock();
-        let (attr, loc) = self.resolve(old)?;
+        let (attr, loc) = match old {
+            Loc::Path(p) => self.resolve(p)?,
+            Loc::Inode(_) => (self.getattr(old)?, old.clone()),
+        };
+        if attr.nlink == 0 {
+            return err(libc::ENOENT);
+        }
         let parent = self.dir_attr(dir)?;
         if self.try_resolve(&new)?.is_some() {
             return err(libc::EEXIST);

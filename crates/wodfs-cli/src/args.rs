@@ -1,0 +1,142 @@
+//! Command-line parsing helpers: sizes and `-o` option lists.
+
+/// Parses a size such as `8G`, `512M`, `64K` or `4096` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let mult: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("bad size {s:?}: unknown unit {c:?}")),
+            };
+            (&s[..i], mult)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad size {s:?}: expected a number with K, M, G or T"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("bad size {s:?}: too large"))
+}
+
+/// Options of `wodfs mount -o …`.
+#[derive(Debug, Clone)]
+pub struct MountOpts {
+    /// Kernel writeback cache on/off.
+    pub writeback: bool,
+    /// Read-only mount.
+    pub read_only: bool,
+    /// Engine node cache size.
+    pub cache_bytes: usize,
+    /// Background checkpoint interval.
+    pub checkpoint_secs: u64,
+    /// Request threads.
+    pub threads: usize,
+}
+
+impl Default for MountOpts {
+    fn default() -> Self {
+        MountOpts {
+            writeback: true,
+            read_only: false,
+            cache_bytes: 256 << 20,
+            checkpoint_secs: 30,
+            threads: 1,
+        }
+    }
+}
+
+/// Options mount(8) and fstab pass that need nothing from us.
+const IGNORED: &[&str] = &[
+    "rw",
+    "defaults",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "nofail",
+    "_netdev",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "allow_other",
+    "default_permissions",
+    "async",
+    "sync",
+];
+
+impl MountOpts {
+    /// Applies a comma-separated option list.
+    pub fn apply(&mut self, list: &str) -> Result<(), String> {
+        for opt in list.split(',').filter(|o| !o.is_empty()) {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            let missing = || format!("option {key} needs a value");
+            match key {
+                "writeback" => self.writeback = true,
+                "nowriteback" => self.writeback = false,
+                "ro" => self.read_only = true,
+                "cache" => {
+                    self.cache_bytes = parse_size(value.ok_or_else(missing)?)? as usize;
+                }
+                "checkpoint" => {
+                    self.checkpoint_secs = value
+                        .ok_or_else(missing)?
+                        .parse()
+                        .map_err(|_| format!("bad checkpoint interval {value:?}"))?;
+                }
+                "threads" => {
+                    self.threads = value
+                        .ok_or_else(missing)?
+                        .parse()
+                        .ok()
+                        .filter(|&n| n >= 1)
+                        .ok_or_else(|| format!("bad thread count {value:?}"))?;
+                }
+                k if IGNORED.contains(&k) || k.starts_with("x-") || k.starts_with("comment") => {}
+                "subtype" | "fsname" => {}
+                _ => return Err(format!("unknown mount option {opt:?}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8G"), Ok(8 << 30));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("8X").is_err());
+        assert!(parse_size("G").is_err());
+    }
+
+    #[test]
+    fn mount_options() {
+        let mut o = MountOpts::default();
+        o.apply("rw,nowriteback,cache=64M,x-systemd.automount,threads=2")
+            .unwrap();
+        assert!(!o.writeback);
+        assert_eq!(o.cache_bytes, 64 << 20);
+        assert_eq!(o.threads, 2);
+        assert!(o.apply("bogus").is_err());
+        assert!(o.apply("cache").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! `wodfs fsck IMAGE`: engine invariants and checksums (`verify`), then
+//! namespace invariants. Exit codes follow fsck(8): 0 clean, 4 errors left
+//! uncorrected, 8 operational error (cannot open, image in use).
+
+use std::path::Path;
+
+use wodfs_fs::{Fs, FsOptions};
+
+use crate::image::{lock_image, open_tree, Fail};
+
+/// Runs `fsck`; returns the exit code.
+pub fn run(args: &[String]) -> Result<u8, Fail> {
+    // fsck(8) passes -a, -p, -n, -y, -f, -C fd; we never repair.
+    let images: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let [image] = images.as_slice() else {
+        return Err(Fail {
+            msg: "usage: wodfs fsck IMAGE".into(),
+            code: 8,
+        });
+    };
+    let path = Path::new(image.as_str());
+    let _lock = lock_image(path).map_err(|f| Fail {
+        msg: f.msg,
+        code: 8,
+    })?;
+    let tree = match open_tree(path, 128 << 20) {
+        Ok(t) => t,
+        Err(f) => {
+            let code = if path.exists() { 4 } else { 8 };
+            return Err(Fail { msg: f.msg, code });
+        }
+    };
+    eprintln!("wodfs fsck: checking the tree of {image}");
+    let report = match tree.verify() {
+        Ok(r) => r,
+        Err(e) => {
+            println!("{image}: tree damaged: {e}");
+            return Ok(4);
+        }
+    };
+    eprintln!(
+        "wodfs fsck: {} nodes verified; checking the namespace",
+        report.nodes
+    );
+    let fs = match Fs::from_tree(
+        tree,
+        FsOptions {
+            remove_orphans: false,
+            ..FsOptions::default()
+        },
+    ) {
+        Ok(fs) => fs,
+        Err(e) => {
+            println!("{image}: {e}");
+            return Ok(4);
+        }
+    };
+    let ns = match fs.fsck() {
+        Ok(r) => r,
+        Err(e) => {
+            println!("{image}: {e}");
+            return Ok(4);
+        }
+    };
+    for e in ns.errors.iter().take(100) {
+        println!("{image}: {e}");
+    }
+    if ns.errors.len() > 100 {
+        println!("{image}: … and {} more", ns.errors.len() - 100);
+    }
+    println!(
+        "{image}: {} directories, {} other names, {} blocks, {} orphans (removed at next mount), {} errors",
+        ns.dirs, ns.files, ns.blocks, ns.orphans, ns.errors.len()
+    );
+    Ok(if ns.errors.is_empty() { 0 } else { 4 })
+}

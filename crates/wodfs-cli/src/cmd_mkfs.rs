@@ -1,0 +1,81 @@
+//! `wodfs mkfs IMAGE [--size 8G] [--node-kib N] [--force]`.
+
+use std::path::Path;
+
+use wodfs_device::{Device, FileDevice};
+use wodfs_engine::{Config, Tree};
+use wodfs_fs::Fs;
+
+use crate::args::parse_size;
+use crate::image::Fail;
+
+const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]";
+
+/// Runs `mkfs`.
+pub fn run(args: &[String]) -> Result<(), Fail> {
+    let mut size: Option<u64> = None;
+    let mut node_kib: Option<usize> = None;
+    let mut force = false;
+    let mut image = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--size" | "-s" => {
+                let v = it.next().ok_or_else(|| Fail::new(USAGE))?;
+                size = Some(parse_size(v).map_err(Fail::new)?);
+            }
+            "--node-kib" => {
+                let v = it.next().ok_or_else(|| Fail::new(USAGE))?;
+                node_kib = Some(
+                    v.parse()
+                        .map_err(|_| Fail::new(format!("bad --node-kib {v:?}")))?,
+                );
+            }
+            "--force" | "-f" => force = true,
+            s if s.starts_with('-') => {
+                return Err(Fail::new(format!("unknown option {s}\n{USAGE}")))
+            }
+            s if image.is_none() => image = Some(s.to_string()),
+            _ => return Err(Fail::new(USAGE)),
+        }
+    }
+    let image = image.ok_or_else(|| Fail::new(USAGE))?;
+    let path = Path::new(&image);
+    let is_blockdev = std::fs::metadata(path)
+        .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        .unwrap_or(false);
+    if !force && path.exists() {
+        if let Ok(dev) = FileDevice::open(path) {
+            if dev.size_bytes() > 0 && Tree::open(Box::new(dev), 16 << 20).is_ok() {
+                return Err(Fail::new(format!(
+                    "{image}: already holds a wodfs image (use --force to overwrite)"
+                )));
+            }
+        }
+    }
+    let size = match (size, is_blockdev) {
+        (Some(s), _) => s,
+        (None, true) => 0,
+        (None, false) => 8 << 30,
+    };
+    let dev = FileDevice::create(path, size).map_err(|e| Fail::new(format!("{image}: {e}")))?;
+    let dev_bytes = dev.size_bytes();
+    let mut cfg = Config::default();
+    if let Some(k) = node_kib {
+        cfg.node_bytes = k << 10;
+        cfg.partition_bytes = cfg.partition_bytes.min(cfg.node_bytes);
+    }
+    // A small image gets a proportionally small log.
+    cfg.log_bytes = (dev_bytes / 16).clamp(1 << 20, cfg.log_bytes) / 4096 * 4096;
+    cfg.cache_bytes = cfg.cache_bytes.max(8 * cfg.node_bytes);
+    let uid = rustix::process::getuid().as_raw();
+    let gid = rustix::process::getgid().as_raw();
+    Fs::mkfs(Box::new(dev), cfg.clone(), uid, gid)
+        .map_err(|e| Fail::new(format!("{image}: cannot create a file system: {e}")))?;
+    println!(
+        "wodfs: created {image}: {} MiB, {} KiB nodes",
+        dev_bytes >> 20,
+        cfg.node_bytes >> 10
+    );
+    Ok(())
+}

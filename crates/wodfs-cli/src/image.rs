@@ -1,0 +1,80 @@
+//! Opening images with one-line, human errors, and the per-image lock that
+//! keeps two processes from using one image.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use rustix::fs::{flock, FlockOperation};
+use wodfs_device::FileDevice;
+use wodfs_engine::Tree;
+use wodfs_fs::{Fs, FsError, FsOptions};
+
+/// A failure with the message to print and the exit code to use.
+#[derive(Debug)]
+pub struct Fail {
+    /// One line for the user.
+    pub msg: String,
+    /// Process exit code.
+    pub code: u8,
+}
+
+impl Fail {
+    /// A failure with exit code 1.
+    pub fn new(msg: impl Into<String>) -> Fail {
+        Fail {
+            msg: msg.into(),
+            code: 1,
+        }
+    }
+}
+
+fn io_msg(path: &Path, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => format!("{}: no such file or device", path.display()),
+        io::ErrorKind::PermissionDenied => format!("{}: permission denied", path.display()),
+        _ => format!("{}: {e}", path.display()),
+    }
+}
+
+/// Takes the exclusive lock of `path` (held while the file stays open).
+pub fn lock_image(path: &Path) -> Result<File, Fail> {
+    let f = File::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+    flock(&f, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
+        Fail::new(format!(
+            "{}: in use by another wodfs process (mounted?)",
+            path.display()
+        ))
+    })?;
+    Ok(f)
+}
+
+/// Opens the engine tree of an image.
+pub fn open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, Fail> {
+    let dev = FileDevice::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+    Tree::open(Box::new(dev), cache_bytes).map_err(|e| engine_fail(path, &e))
+}
+
+/// The message for an engine error while opening.
+pub fn engine_fail(path: &Path, e: &wodfs_engine::Error) -> Fail {
+    use wodfs_engine::Error as E;
+    let msg = match e {
+        E::NotWodfs(_) => format!("{}: not a wodfs image", path.display()),
+        E::Corrupt { .. } => format!("{}: corrupt image: {e} (run wodfs fsck)", path.display()),
+        E::UnsupportedVersion { .. } => format!("{}: {e}", path.display()),
+        _ => format!("{}: {e}", path.display()),
+    };
+    Fail::new(msg)
+}
+
+/// Opens the file system of an image.
+pub fn open_fs(path: &Path, cache_bytes: usize, opts: FsOptions) -> Result<Fs, Fail> {
+    let tree = open_tree(path, cache_bytes)?;
+    Fs::from_tree(tree, opts).map_err(|e| match e {
+        FsError::NotFs(_) => Fail::new(format!(
+            "{}: a wodfs engine image without a file system",
+            path.display()
+        )),
+        e => Fail::new(format!("{}: {e}", path.display())),
+    })
+}

@@ -1,0 +1,35 @@
+//! # wodfs-fuse: the FUSE adapter
+//!
+//! Serves a [`wodfs_fs::Fs`] through the kernel's FUSE interface with
+//! fuser 0.18 (pinned; only this crate knows FUSE). The kernel speaks
+//! inode numbers, the core speaks paths: an in-memory [`table::InodeTable`]
+//! maps each inode the kernel holds to its parent and name.
+//!
+//! Mount-wide choices (see `README.md` of this crate for measurements):
+//! * INIT flags: readdirplus (auto), parallel dirops, handle_killpriv_v2
+//!   (we clear set-user-ID/set-group-ID on write, chown and truncate), and
+//!   the writeback cache unless disabled (`-o nowriteback`).
+//! * Long TTLs (a day) for entries, negative entries and attributes: only
+//!   this daemon changes the file system.
+//! * `allow_other` + `default_permissions`: the kernel checks permissions.
+//! * Every request handler runs under `catch_unwind`: a panic answers EIO
+//!   for that request and is logged; the mount survives.
+//! * Durability: `fsync`, `fsyncdir`, the `WODFS_IOC_SYNC` ioctl
+//!   (`wodfs sync`), unmount and a periodic timer checkpoint the engine.
+//!   `sync(1)` and `syncfs(2)` never reach a FUSE daemon, so the loss
+//!   window is the timer interval plus what the kernel's page cache holds.
+//! * SIGTERM, SIGINT and SIGHUP unmount cleanly (checkpoint first); if the
+//!   mount is busy it is detached lazily, and the daemon stays until the
+//!   last user lets go, then checkpoints and exits.
+
+mod adapter;
+mod convert;
+mod serve;
+pub mod table;
+
+pub use adapter::{AdapterOptions, WodFuse};
+pub use serve::{serve, MountOptions};
+
+/// `_IO('W', 1)`: checkpoint the whole file system. Accepted on any file
+/// or directory of the mount (`wodfs sync DIR` sends it to the root).
+pub const WODFS_IOC_SYNC: u32 = ((b'W' as u32) << 8) | 1;

@@ -1,0 +1,130 @@
+//! Mounting, serving, periodic checkpoints, and clean unmounting on
+//! SIGTERM/SIGINT/SIGHUP.
+
+use std::io;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use fuser::{MountOption, Session, SessionACL};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use wodfs_fs::Fs;
+
+use crate::adapter::{AdapterOptions, WodFuse};
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Source name shown in mountinfo (the image path).
+    pub fs_name: String,
+    /// Negotiate the kernel writeback cache.
+    pub writeback_cache: bool,
+    /// Mount read-only.
+    pub read_only: bool,
+    /// Seconds between background checkpoints (0: never).
+    pub checkpoint_secs: u64,
+    /// Request-loop threads.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            fs_name: "wodfs".into(),
+            writeback_cache: true,
+            read_only: false,
+            checkpoint_secs: 30,
+            threads: 1,
+        }
+    }
+}
+
+fn fuser_config(opts: &MountOptions) -> fuser::Config {
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(opts.fs_name.clone()),
+        // As root, `MountOption::Subtype` is not passed to mount(2).
+        MountOption::CUSTOM("subtype=wodfs".into()),
+        MountOption::DefaultPermissions,
+        if opts.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    config.acl = SessionACL::All;
+    config.n_threads = Some(opts.threads.max(1));
+    config
+}
+
+/// Mounts `fs` on `mountpoint` and serves it until it is unmounted (by
+/// `umount`, `fusermount3 -u` or a termination signal), then checkpoints.
+/// `ready` runs once the mount exists (the CLI detaches from its parent
+/// there).
+pub fn serve(
+    fs: Arc<Fs>,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    ready: impl FnOnce(),
+) -> io::Result<()> {
+    let adapter = WodFuse::new(
+        Arc::clone(&fs),
+        AdapterOptions {
+            writeback_cache: opts.writeback_cache,
+        },
+    );
+    let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
+    ready();
+    let mut unmounter = session.unmount_callable();
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let signals_handle = signals.handle();
+    let mnt = mountpoint.to_path_buf();
+    let sig_fs = Arc::clone(&fs);
+    let watcher = thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                log::info!("signal {signal}: checkpoint and unmount {}", mnt.display());
+                if let Err(e) = sig_fs.sync() {
+                    log::error!("checkpoint failed: {e}");
+                }
+                if let Err(error) = unmounter.unmount() {
+                    log::warn!("unmount failed ({error}); detaching lazily");
+                    if let Err(e) = Command::new("umount").arg("-l").arg(&mnt).status() {
+                        log::error!("lazy unmount failed: {e}");
+                    }
+                }
+            }
+        })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let timer = (opts.checkpoint_secs > 0).then(|| {
+        let (fs, stop, secs) = (Arc::clone(&fs), Arc::clone(&stop), opts.checkpoint_secs);
+        thread::spawn(move || {
+            let mut waited = 0;
+            while !stop.load(Ordering::Relaxed) {
+                thread::sleep(Duration::from_millis(200));
+                waited += 200;
+                if waited >= secs * 1000 {
+                    waited = 0;
+                    if let Err(e) = fs.sync() {
+                        log::error!("periodic checkpoint failed: {e}");
+                    }
+                }
+            }
+        })
+    });
+    let served = session.run();
+    stop.store(true, Ordering::Relaxed);
+    signals_handle.close();
+    let _ = watcher.join();
+    if let Some(t) = timer {
+        let _ = t.join();
+    }
+    fs.sync().map_err(|e| io::Error::other(e.to_string()))?;
+    log::info!("unmounted; checkpoint written");
+    served
+}

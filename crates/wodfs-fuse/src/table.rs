@@ -1,0 +1,175 @@
+//! The in-memory inode table: what the kernel holds, by inode number.
+//!
+//! Invariants:
+//! * Every inode the kernel may name (it got it from lookup, create,
+//!   mkdir, mknod, symlink, link or readdirplus, and has not forgotten it)
+//!   has an entry; the root (1) always has one.
+//! * An entry stores its parent inode and its name, so a path is rebuilt
+//!   by walking up, and renaming a directory updates one entry. The kernel
+//!   does not forget a directory while it holds inodes inside it, so the
+//!   walk always reaches the root.
+//! * An entry marked `inode_loc` (hard-linked or open-but-unlinked file)
+//!   is addressed by inode number, not path; one marked `gone` has no name
+//!   and no data left.
+
+use std::collections::HashMap;
+
+use wodfs_fs::{FsPath, Loc, ROOT_INO};
+
+#[derive(Debug, Clone)]
+struct Node {
+    parent: u64,
+    name: Vec<u8>,
+    lookups: u64,
+    inode_loc: bool,
+    gone: bool,
+}
+
+/// Inode number → (parent, name, lookup count).
+#[derive(Debug)]
+pub struct InodeTable {
+    nodes: HashMap<u64, Node>,
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        InodeTable::new()
+    }
+}
+
+impl InodeTable {
+    /// A table holding only the root.
+    pub fn new() -> InodeTable {
+        let root = Node {
+            parent: ROOT_INO,
+            name: Vec::new(),
+            lookups: 1,
+            inode_loc: false,
+            gone: false,
+        };
+        InodeTable {
+            nodes: HashMap::from([(ROOT_INO, root)]),
+        }
+    }
+
+    /// The path of `ino`, or `None` if it is unknown, gone or has no path.
+    pub fn path(&self, ino: u64) -> Option<FsPath> {
+        let mut names = Vec::new();
+        let mut cur = ino;
+        while cur != ROOT_INO {
+            let n = self.nodes.get(&cur)?;
+            if n.gone {
+                return None;
+            }
+            names.push(n.name.as_slice());
+            cur = n.parent;
+            if names.len() > 4096 {
+                return None;
+            }
+        }
+        names.reverse();
+        FsPath::from_names(names).ok()
+    }
+
+    /// Where the keys of `ino` live.
+    pub fn loc(&self, ino: u64) -> Option<Loc> {
+        let n = self.nodes.get(&ino)?;
+        if n.inode_loc {
+            return Some(Loc::Inode(ino));
+        }
+        self.path(ino).map(Loc::Path)
+    }
+
+    /// Records one more kernel reference to `ino`, named `name` in
+    /// `parent`.
+    pub fn remember(&mut self, ino: u64, parent: u64, name: &[u8], loc: &Loc) {
+        if ino == ROOT_INO {
+            return;
+        }
+        let n = self.nodes.entry(ino).or_insert_with(|| Node {
+            parent,
+            name: name.to_vec(),
+            lookups: 0,
+            inode_loc: false,
+            gone: false,
+        });
+        n.parent = parent;
+        n.name = name.to_vec();
+        n.lookups += 1;
+        n.inode_loc = matches!(loc, Loc::Inode(_));
+        n.gone = false;
+    }
+
+    /// Drops `count` kernel references to `ino`.
+    pub fn forget(&mut self, ino: u64, count: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.lookups = n.lookups.saturating_sub(count);
+            if n.lookups == 0 {
+                self.nodes.remove(&ino);
+            }
+        }
+    }
+
+    /// `ino` was renamed to `name` in `parent`.
+    pub fn renamed(&mut self, ino: u64, parent: u64, name: &[u8]) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.parent = parent;
+            n.name = name.to_vec();
+        }
+    }
+
+    /// A name of `ino` was removed; `inode_loc` says whether the file lives
+    /// on in the inode space.
+    pub fn removed(&mut self, ino: u64, inode_loc: bool) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            if inode_loc {
+                n.inode_loc = true;
+            } else {
+                n.gone = true;
+            }
+        }
+    }
+
+    /// `ino` now lives in the inode space (it got a second name).
+    pub fn linked(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.inode_loc = true;
+        }
+    }
+
+    /// Number of inodes the kernel holds (root included).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True if only... never: the root is always there.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_renames_of_ancestors() {
+        let mut t = InodeTable::new();
+        let p = |s: &str| Loc::Path(FsPath::parse(s).unwrap());
+        t.remember(2, 1, b"a", &p("/a"));
+        t.remember(3, 2, b"b", &p("/a/b"));
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/a/b");
+        t.renamed(2, 1, b"z");
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/z/b");
+        t.removed(3, true);
+        assert_eq!(t.loc(3), Some(Loc::Inode(3)));
+        t.removed(2, false);
+        assert_eq!(t.path(2), None);
+        t.forget(3, 1);
+        assert_eq!(t.loc(3), None);
+        assert_eq!(t.len(), 2);
+    }
+}
