@@ -38,15 +38,20 @@ fn io_msg(path: &Path, e: &io::Error) -> String {
 }
 
 /// Takes the exclusive lock of `path` (held while the file stays open).
+/// Waits up to 10 s: right after `umount` returns, the daemon may still be
+/// writing its last checkpoint.
 pub fn lock_image(path: &Path) -> Result<File, Fail> {
     let f = File::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
-    flock(&f, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
-        Fail::new(format!(
-            "{}: in use by another wodfs process (mounted?)",
-            path.display()
-        ))
-    })?;
-    Ok(f)
+    for _ in 0..100 {
+        if flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return Ok(f);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Err(Fail::new(format!(
+        "{}: in use by another wodfs process (mounted?)",
+        path.display()
+    )))
 }
 
 /// Opens the engine tree of an image.

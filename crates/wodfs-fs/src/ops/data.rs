@@ -191,6 +191,9 @@ impl Fs {
         }
         let _g = self.lock();
         let mut attr = file_attr(self, loc)?;
+        if data.is_empty() {
+            return Ok(attr);
+        }
         let mut ops = Vec::new();
         write_ops(loc, offset, data, &mut ops);
         attr.size = attr.size.max(offset + data.len() as u64);

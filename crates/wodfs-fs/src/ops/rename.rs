@@ -68,8 +68,11 @@ impl Fs {
         if old.is_ancestor_of(&new) {
             return err(libc::EINVAL);
         }
-        if new.is_ancestor_of(&old) && mode == RenameMode::Exchange {
-            return err(libc::EINVAL);
+        if new.is_ancestor_of(&old) {
+            return err(match mode {
+                RenameMode::Exchange => libc::EINVAL,
+                _ => libc::ENOTEMPTY,
+            });
         }
         let src_dir = src.kind == Kind::Dir;
         if let (RenameMode::Replace, Some((d, _))) = (mode, &dst) {

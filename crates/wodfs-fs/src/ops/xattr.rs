@@ -88,6 +88,9 @@ impl Fs {
         check_name(name)?;
         let _g = self.lock();
         let mut attr = self.getattr(loc)?;
+        if attr.kind == Kind::Symlink && name.starts_with(b"user.") {
+            return err(libc::EPERM);
+        }
         let key = loc.xattr_key(name)?;
         if self.tree.get(&key)?.is_none() {
             return err(libc::ENODATA);
