@@ -41,6 +41,7 @@
 
 mod alloc;
 mod basement;
+mod bloom;
 mod buffer;
 mod config;
 mod error;

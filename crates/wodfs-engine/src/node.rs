@@ -65,6 +65,9 @@ impl Part {
 pub(crate) struct PartSlot {
     pub disk: Option<PartLoc>,
     pub data: OnceLock<Part>,
+    /// For a buffer read from disk and not loaded: what the header says
+    /// it may contain. Cleared when the node changes.
+    pub summary: Option<std::sync::Arc<crate::bloom::BufferSummary>>,
 }
 
 impl PartSlot {
@@ -72,6 +75,7 @@ impl PartSlot {
         PartSlot {
             disk: None,
             data: OnceLock::from(part),
+            summary: None,
         }
     }
 }
@@ -196,6 +200,7 @@ impl Node {
     pub fn mark_modified(&mut self) {
         for p in &mut self.parts {
             p.disk = None;
+            p.summary = None;
         }
     }
 }

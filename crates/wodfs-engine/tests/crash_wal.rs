@@ -149,7 +149,7 @@ fn crash_once(seed: u64, cut: u64) -> &'static str {
     tree.verify()
         .unwrap_or_else(|e| panic!("seed {seed} cut {cut} ({phase}): {e}"));
     let got: Model = tree.range(&[], None).map(|r| r.unwrap()).collect();
-    let matched = models[acked..].iter().any(|m| *m == got);
+    let matched = models[acked..].contains(&got);
     assert!(
         matched,
         "seed {seed} cut {cut} ({phase}): recovered state is not a prefix at or after the last acknowledged sync (op {acked} of {})",

@@ -10,6 +10,7 @@ use super::partition::{
     compress, decode_basement, decode_buffer, decompress, encode_basement, encode_buffer,
     PART_BASEMENT, PART_BUFFER,
 };
+use crate::bloom::{Bloom, BufferSummary};
 use crate::config::Compression;
 use crate::node::{Edge, Node, Part, PartLoc, PartSlot};
 use crate::table::BlockNum;
@@ -73,7 +74,21 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
         h.bytes(&edge.lift);
         h.u8(0);
     }
-    let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + 4;
+    // Internal nodes: a summary of each buffer (range deletes present?
+    // a Bloom filter of its keys) after the partition table.
+    let mut summaries = Enc::default();
+    if node.height > 0 {
+        for slot in &node.parts {
+            let Some(Part::Buffer(b)) = slot.data.get() else {
+                continue;
+            };
+            summaries.u8(u8::from(!b.ranges.is_empty()));
+            let f = Bloom::build(b.points.keys());
+            summaries.u8(f.probes);
+            summaries.bytes(&f.bits);
+        }
+    }
+    let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + summaries.len() + 4;
     let mut offset = header_len;
     let mut part_locs = Vec::with_capacity(stored.len());
     for (i, (raw_len, codec, bytes)) in stored.iter().enumerate() {
@@ -93,6 +108,7 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
         part_locs.push(loc);
         offset += bytes.len();
     }
+    h.raw(&summaries.buf);
     let header_crc = checksum(&h.buf);
     h.u32(header_crc);
     debug_assert_eq!(h.len(), header_len);
@@ -200,7 +216,26 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
         parts.push(PartSlot {
             disk: Some(loc),
             data: Default::default(),
+            summary: None,
         });
+    }
+    if height > 0 {
+        for slot in &mut parts {
+            let has_ranges = match d.u8("buffer flags")? {
+                0 => false,
+                1 => true,
+                f => return Err(format!("unknown buffer flags {f}")),
+            };
+            let probes = d.u8("filter probes")?;
+            if probes == 0 || probes > 32 {
+                return Err(format!("filter with {probes} probes"));
+            }
+            let bits = d.bytes("filter", 1 << 24)?.to_vec();
+            slot.summary = Some(std::sync::Arc::new(BufferSummary {
+                has_ranges,
+                filter: Bloom { bits, probes },
+            }));
+        }
     }
     d.finish("node header")?;
     Ok(Node {

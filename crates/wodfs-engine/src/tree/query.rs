@@ -46,15 +46,24 @@ impl State {
                 };
                 break bm.get(rel).cloned();
             }
-            self.part(env, b, &entry, i)?;
+            let slot = &entry.node.parts[i];
+            // The header's summary of a buffer that is not loaded tells
+            // whether it can hold anything for this key; most cannot.
+            let needed = slot.data.get().is_some()
+                || slot.summary.as_ref().is_none_or(|s| s.may_affect(rel));
+            if needed {
+                self.part(env, b, &entry, i)?;
+            }
             let edge = &entry.node.children[i];
             expect_prefix = concat(&entry.node.prefix, &edge.lift);
             let next = edge.child;
-            levels.push(Level {
-                entry,
-                block: b,
-                child: i,
-            });
+            if needed {
+                levels.push(Level {
+                    entry,
+                    block: b,
+                    child: i,
+                });
+            }
             b = next;
         };
         let mut value = value;

@@ -224,6 +224,14 @@ impl Walk<'_> {
                 )));
             }
             self.check_buffer(b, &node.prefix, buf, &cb, path)?;
+            if let Some(sum) = &node.parts[j].summary {
+                let missed = buf.points.keys().any(|k| !sum.filter.may_contain(k));
+                if sum.has_ranges == buf.ranges.is_empty() || missed {
+                    return Err(bad(format!(
+                        "block {b}: the header's summary of buffer {j} misses messages"
+                    )));
+                }
+            }
             path.push((node.prefix.clone(), buf.clone()));
             let r = self.node(node.children[j].child, height - 1, &cb, &cframe, path);
             path.pop();
