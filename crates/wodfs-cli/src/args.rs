@@ -44,7 +44,7 @@ impl Default for MountOpts {
             writeback: true,
             read_only: false,
             cache_bytes: 256 << 20,
-            checkpoint_secs: 30,
+            checkpoint_secs: 60,
             threads: 1,
         }
     }

@@ -86,6 +86,7 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         writeback_cache: opts.writeback,
         read_only: opts.read_only,
         checkpoint_secs: opts.checkpoint_secs,
+        log_sync_ms: 1000,
         threads: opts.threads,
     };
     log::info!("mounting {} on {}", image.display(), dir.display());

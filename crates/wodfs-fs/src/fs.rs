@@ -161,9 +161,24 @@ impl Fs {
         &self.tree
     }
 
-    /// Makes everything done so far durable (a checkpoint).
-    pub fn sync(&self) -> FsResult<()> {
+    /// Makes everything done so far durable by flushing the engine's log
+    /// (fsync, fsyncdir; cheap, group-committed).
+    pub fn fsync(&self) -> FsResult<()> {
+        Ok(self.tree.sync()?)
+    }
+
+    /// Writes a checkpoint of the whole tree (unmount, `wodfs sync`); also
+    /// makes everything durable and lets the log be reclaimed.
+    pub fn checkpoint(&self) -> FsResult<()> {
         Ok(self.tree.checkpoint()?)
+    }
+
+    /// Largest number of file bytes one engine batch carries: a large
+    /// write is split into batches this big, each under the log's record
+    /// limit (a quarter of the log region).
+    pub(crate) fn write_chunk_bytes(&self) -> usize {
+        let log = self.tree.config().log_bytes as usize;
+        (log / 8).clamp(16 << 10, 1 << 20) / 4096 * 4096
     }
 
     fn remove_orphans(&self) -> FsResult<()> {

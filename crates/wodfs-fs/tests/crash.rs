@@ -1,9 +1,9 @@
 //! Power cuts at the file-system level: a random workload on the fault
-//! device with checkpoints (our fsync) among its operations loses power
-//! after a random number of device writes. After reopening the crash
-//! image, the namespace (paths, contents, links, xattrs) must equal the
-//! model at some checkpoint no earlier than the last acknowledged one, and
-//! fsck must be clean.
+//! device with fsyncs (log flushes) and checkpoints among its operations
+//! loses power after a random number of device writes. After reopening
+//! the crash image (log replay), the namespace (paths, contents, links,
+//! xattrs) must equal the model after some operation prefix no earlier
+//! than the last acknowledged fsync, and fsck must be clean.
 
 mod common;
 
@@ -35,14 +35,18 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
     let dev: Arc<dyn Device> = fault.clone();
     let mut fs = Fs::open(Box::new(Arc::clone(&dev)), 4 << 20, FsOptions::default()).expect("open");
     let mut ns = Namespace::new();
-    // Candidates: the model at every checkpoint attempt, from the last
-    // acknowledged one on.
+    // Candidates: the model after every operation since the last
+    // acknowledged fsync (each operation is one atomic batch or a few).
     let mut candidates = vec![ns.clone()];
-    for op in ops {
+    for (i, op) in ops.iter().enumerate() {
         if let FsOp::Reopen = op {
-            candidates.push(ns.clone());
-            match fs.sync() {
-                Ok(()) => candidates.drain(..candidates.len() - 1).for_each(drop),
+            let synced = if i % 2 == 0 {
+                fs.fsync()
+            } else {
+                fs.checkpoint()
+            };
+            match synced {
+                Ok(()) => candidates = vec![ns.clone()],
                 Err(_) => break,
             }
             continue;
@@ -52,6 +56,7 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
             Err(code) if code == libc::EIO || code == libc::EROFS => break,
             got => prop_assert_eq!(got, want, "{:?}", op),
         }
+        candidates.push(ns.clone());
     }
     // Everything after the cut is lost; a checkpoint that was in flight
     // may or may not have landed.
@@ -69,7 +74,7 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
     let seen = extract(&fs);
     prop_assert!(
         candidates.iter().any(|c| *c == seen),
-        "recovered namespace matches no candidate checkpoint; vs last acked: {:?}",
+        "recovered namespace matches no prefix since the last fsync; vs it: {:?}",
         seen.first_difference(&candidates[0])
     );
     let report = fs.fsck().expect("fsck");

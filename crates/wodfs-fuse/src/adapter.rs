@@ -199,7 +199,7 @@ impl Filesystem for WodFuse {
     }
 
     fn destroy(&mut self) {
-        if let Err(e) = self.fs.sync() {
+        if let Err(e) = self.fs.checkpoint() {
             log::error!("checkpoint at unmount failed: {e}");
         }
     }
@@ -780,7 +780,7 @@ impl Filesystem for WodFuse {
     ) {
         guarded("ioctl", || {
             if cmd == WODFS_IOC_SYNC {
-                match self.fs.sync() {
+                match self.fs.checkpoint() {
                     Ok(()) => reply.ioctl(0, &[]),
                     Err(e) => reply.error(errno(&e)),
                 }
@@ -791,13 +791,14 @@ impl Filesystem for WodFuse {
     }
 }
 
-/// Answers an fsync after a checkpoint, on its own thread, so the request
-/// loop keeps serving while the device syncs.
+/// Answers an fsync once the engine's log is durable, on its own thread, so
+/// the request loop keeps serving while the device syncs (group commit
+/// merges concurrent ones).
 fn sync_in_background(fs: &Arc<Fs>, reply: ReplyEmpty) {
     let fs = Arc::clone(fs);
     let spawned = std::thread::Builder::new()
         .name("fsync".into())
-        .spawn(move || reply_empty(reply, fs.sync()));
+        .spawn(move || reply_empty(reply, fs.fsync()));
     if let Err(e) = spawned {
         log::error!("cannot start an fsync thread: {e}");
     }

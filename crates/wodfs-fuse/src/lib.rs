@@ -14,10 +14,17 @@
 //! * `allow_other` + `default_permissions`: the kernel checks permissions.
 //! * Every request handler runs under `catch_unwind`: a panic answers EIO
 //!   for that request and is logged; the mount survives.
-//! * Durability: `fsync`, `fsyncdir`, the `WODFS_IOC_SYNC` ioctl
-//!   (`wodfs sync`), unmount and a periodic timer checkpoint the engine.
-//!   `sync(1)` and `syncfs(2)` never reach a FUSE daemon, so the loss
-//!   window is the timer interval plus what the kernel's page cache holds.
+//! * Durability: `fsync` and `fsyncdir` flush the engine's write-ahead log
+//!   (group commit) before answering; the `WODFS_IOC_SYNC` ioctl
+//!   (`wodfs sync`), a signal and unmount write a checkpoint. The engine's
+//!   background thread flushes the log every second and checkpoints every
+//!   minute. `sync(1)` and `syncfs(2)` never reach a FUSE daemon, so the
+//!   loss window after a crash is one log-flush interval plus whatever the
+//!   kernel still holds in its page cache (with the writeback cache: dirty
+//!   pages not yet written back, up to the kernel's dirty expiry, 30 s).
+//! * A lazy unmount (`umount -l`) detaches the mount at once; the daemon
+//!   keeps serving open files until the last one closes, then the kernel
+//!   ends the session and the daemon checkpoints and exits.
 //! * SIGTERM, SIGINT and SIGHUP unmount cleanly (checkpoint first); if the
 //!   mount is busy it is detached lazily, and the daemon stays until the
 //!   last user lets go, then checkpoints and exits.

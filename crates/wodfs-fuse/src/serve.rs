@@ -4,7 +4,6 @@
 use std::io;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -12,6 +11,7 @@ use std::time::Duration;
 use fuser::{MountOption, Session, SessionACL};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use wodfs_engine::BackgroundConfig;
 use wodfs_fs::Fs;
 
 use crate::adapter::{AdapterOptions, WodFuse};
@@ -25,8 +25,11 @@ pub struct MountOptions {
     pub writeback_cache: bool,
     /// Mount read-only.
     pub read_only: bool,
-    /// Seconds between background checkpoints (0: never).
+    /// Seconds between background checkpoints.
     pub checkpoint_secs: u64,
+    /// Milliseconds between background log flushes: the most a crash
+    /// loses of writes nobody fsynced (plus what the kernel still caches).
+    pub log_sync_ms: u64,
     /// Request-loop threads.
     pub threads: usize,
 }
@@ -37,7 +40,8 @@ impl Default for MountOptions {
             fs_name: "wodfs".into(),
             writeback_cache: true,
             read_only: false,
-            checkpoint_secs: 30,
+            checkpoint_secs: 60,
+            log_sync_ms: 1000,
             threads: 1,
         }
     }
@@ -63,6 +67,8 @@ fn fuser_config(opts: &MountOptions) -> fuser::Config {
 
 /// Mounts `fs` on `mountpoint` and serves it until it is unmounted (by
 /// `umount`, `fusermount3 -u` or a termination signal), then checkpoints.
+/// While mounted, the engine's background thread flushes the log every
+/// `log_sync_ms` and checkpoints every `checkpoint_secs`.
 /// `ready` runs once the mount exists (the CLI detaches from its parent
 /// there).
 pub fn serve(
@@ -89,7 +95,7 @@ pub fn serve(
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
                 log::info!("signal {signal}: checkpoint and unmount {}", mnt.display());
-                if let Err(e) = sig_fs.sync() {
+                if let Err(e) = sig_fs.checkpoint() {
                     log::error!("checkpoint failed: {e}");
                 }
                 if let Err(error) = unmounter.unmount() {
@@ -100,31 +106,18 @@ pub fn serve(
                 }
             }
         })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let timer = (opts.checkpoint_secs > 0).then(|| {
-        let (fs, stop, secs) = (Arc::clone(&fs), Arc::clone(&stop), opts.checkpoint_secs);
-        thread::spawn(move || {
-            let mut waited = 0;
-            while !stop.load(Ordering::Relaxed) {
-                thread::sleep(Duration::from_millis(200));
-                waited += 200;
-                if waited >= secs * 1000 {
-                    waited = 0;
-                    if let Err(e) = fs.sync() {
-                        log::error!("periodic checkpoint failed: {e}");
-                    }
-                }
-            }
-        })
+    let background = fs.tree().start_background(BackgroundConfig {
+        log_sync_every: Duration::from_millis(opts.log_sync_ms.max(1)),
+        checkpoint_every: Duration::from_secs(opts.checkpoint_secs.max(1)),
     });
     let served = session.run();
-    stop.store(true, Ordering::Relaxed);
     signals_handle.close();
     let _ = watcher.join();
-    if let Some(t) = timer {
-        let _ = t.join();
+    if let Err(e) = background.stop() {
+        log::error!("background log sync/checkpoint failed: {e}");
     }
-    fs.sync().map_err(|e| io::Error::other(e.to_string()))?;
+    fs.checkpoint()
+        .map_err(|e| io::Error::other(e.to_string()))?;
     log::info!("unmounted; checkpoint written");
     served
 }

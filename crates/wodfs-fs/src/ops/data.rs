@@ -183,12 +183,26 @@ impl Fs {
 
     /// Writes `data` at `offset`; `kill_priv` clears set-user-ID and
     /// set-group-ID (a write by an unprivileged process). Returns the new
-    /// attributes.
+    /// attributes. A write larger than one log record is committed in
+    /// several batches (POSIX promises no atomicity for it).
     pub fn write(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
         let end = offset.checked_add(data.len() as u64);
         if end.is_none_or(|e| e > FILE_BYTES_MAX) {
             return err(libc::EFBIG);
         }
+        let chunk = self.write_chunk_bytes();
+        if data.len() <= chunk {
+            return self.write_batch(loc, offset, data, kill_priv);
+        }
+        let mut attr = None;
+        for (i, piece) in data.chunks(chunk).enumerate() {
+            let at = offset + (i * chunk) as u64;
+            attr = Some(self.write_batch(loc, at, piece, kill_priv)?);
+        }
+        attr.map_or_else(|| self.getattr(loc), Ok)
+    }
+
+    fn write_batch(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
         let _g = self.lock();
         let mut attr = file_attr(self, loc)?;
         if data.is_empty() {

@@ -208,7 +208,7 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
             fs.remove_xattr(&loc, name.as_bytes()).map_err(code)
         }
         FsOp::Reopen => {
-            fs.sync().map_err(code)?;
+            fs.checkpoint().map_err(code)?;
             *fs = reopen(dev);
             Ok(())
         }
