@@ -168,7 +168,13 @@ impl Log {
                         g.buf_lsn = keep_from;
                     }
                 }
-                Err(e) => g.error = Some(e.to_string()),
+                Err(e) => {
+                    // The caller that hit the failure gets the device error;
+                    // everyone after it gets `Poisoned`.
+                    g.error = Some(e.to_string());
+                    self.flushed.notify_all();
+                    return Err(e);
+                }
             }
             self.flushed.notify_all();
         }
