@@ -210,6 +210,7 @@ impl Tree {
                 apply_op(&mut st, env, op)?;
             }
             st.evict(env)?;
+            self.shared.stats.add_replayed_record();
             replayed = true;
         }
         if replayed {
@@ -468,6 +469,11 @@ impl Tree {
             pending_bytes: pending,
             used_bytes: total - free - pending,
         }
+    }
+
+    /// Bytes of the log region in use (replay would read them) and its size.
+    pub fn log_usage(&self) -> (u64, u64) {
+        (self.shared.log.used_bytes(), self.shared.log.region_bytes())
     }
 
     /// Tree height (0: the root is a leaf).

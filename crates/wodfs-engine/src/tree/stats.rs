@@ -35,6 +35,7 @@ counters! {
     evictions: "Nodes evicted from the cache.",
     checkpoints: "Checkpoints completed.",
     recoveries: "Opens that replayed the log.",
+    replayed_records: "Log records replayed at open.",
 }
 
 impl Stats {
@@ -71,6 +72,9 @@ impl Stats {
     }
     pub fn add_eviction(&self) {
         self.evictions.fetch_add(1, Relaxed);
+    }
+    pub fn add_replayed_record(&self) {
+        self.replayed_records.fetch_add(1, Relaxed);
     }
     pub fn add_replayed(&self) {
         self.recoveries.fetch_add(1, Relaxed);
