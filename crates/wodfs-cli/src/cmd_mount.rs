@@ -88,6 +88,7 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         checkpoint_secs: opts.checkpoint_secs,
         log_sync_ms: 1000,
         threads: opts.threads,
+        counters: Default::default(),
     };
     log::info!("mounting {} on {}", image.display(), dir.display());
     wodfs_fuse::serve(Arc::new(fs), dir, &mopts, ready)

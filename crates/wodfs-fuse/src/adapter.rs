@@ -30,10 +30,25 @@ const GEN: Generation = Generation(0);
 const LIST_BATCH: usize = 512;
 
 /// Adapter options fixed at mount time.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct AdapterOptions {
     /// Negotiate the kernel's writeback cache.
     pub writeback_cache: bool,
+    /// Request counters to update (shared with whoever wants to read them).
+    pub counters: Arc<RequestCounters>,
+}
+
+/// Counts of requests the adapter served, for tests and `stat`.
+#[derive(Debug, Default)]
+pub struct RequestCounters {
+    /// READ requests.
+    pub reads: AtomicU64,
+    /// WRITE requests.
+    pub writes: AtomicU64,
+    /// Bytes carried by WRITE requests.
+    pub write_bytes: AtomicU64,
+    /// FSYNC and FSYNCDIR requests.
+    pub fsyncs: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -437,6 +452,7 @@ impl Filesystem for WodFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
         guarded("read", || {
             match self
                 .loc(ino)
@@ -460,6 +476,10 @@ impl Filesystem for WodFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let c = &self.opts.counters;
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.write_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         guarded("write", || {
             let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
             match self
@@ -506,6 +526,7 @@ impl Filesystem for WodFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.opts.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
         sync_in_background(&self.fs, reply);
     }
 
@@ -583,6 +604,7 @@ impl Filesystem for WodFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.opts.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
         sync_in_background(&self.fs, reply);
     }
 

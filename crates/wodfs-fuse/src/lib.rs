@@ -34,7 +34,7 @@ mod convert;
 mod serve;
 pub mod table;
 
-pub use adapter::{AdapterOptions, WodFuse};
+pub use adapter::{AdapterOptions, RequestCounters, WodFuse};
 pub use serve::{serve, MountOptions};
 
 /// `_IO('W', 1)`: checkpoint the whole file system. Accepted on any file

@@ -14,7 +14,7 @@ use signal_hook::iterator::Signals;
 use wodfs_engine::BackgroundConfig;
 use wodfs_fs::Fs;
 
-use crate::adapter::{AdapterOptions, WodFuse};
+use crate::adapter::{AdapterOptions, RequestCounters, WodFuse};
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub struct MountOptions {
     pub log_sync_ms: u64,
     /// Request-loop threads.
     pub threads: usize,
+    /// Request counters the adapter updates.
+    pub counters: Arc<RequestCounters>,
 }
 
 impl Default for MountOptions {
@@ -43,6 +45,7 @@ impl Default for MountOptions {
             checkpoint_secs: 60,
             log_sync_ms: 1000,
             threads: 1,
+            counters: Arc::default(),
         }
     }
 }
@@ -81,6 +84,7 @@ pub fn serve(
         Arc::clone(&fs),
         AdapterOptions {
             writeback_cache: opts.writeback_cache,
+            counters: Arc::clone(&opts.counters),
         },
     );
     let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
