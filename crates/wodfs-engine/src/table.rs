@@ -47,6 +47,10 @@ pub(crate) struct BlockTable {
     inflight: HashSet<u64>,
     /// Released extents waiting for a checkpoint that no longer needs them.
     pending: Vec<(u64, u64)>,
+    /// Extents named by binding records in the live log (offset → the
+    /// binding record's LSN): replay reads them, so they are not reused
+    /// until a checkpoint past that LSN is durable.
+    bound: std::collections::HashMap<u64, u64>,
 }
 
 impl BlockTable {
@@ -58,6 +62,7 @@ impl BlockTable {
             durable: HashSet::new(),
             inflight: HashSet::new(),
             pending: Vec::new(),
+            bound: Default::default(),
         }
     }
 
@@ -109,6 +114,7 @@ impl BlockTable {
             durable,
             inflight: HashSet::new(),
             pending: Vec::new(),
+            bound: Default::default(),
         })
     }
 
@@ -188,7 +194,10 @@ impl BlockTable {
     /// Returns an extent to free space now, or once no checkpoint that
     /// may still be needed references it.
     pub fn release(&mut self, off: u64, len: u64) {
-        if self.durable.contains(&off) || self.inflight.contains(&off) {
+        if self.durable.contains(&off)
+            || self.inflight.contains(&off)
+            || self.bound.contains_key(&off)
+        {
             self.pending.push((off, len));
         } else {
             self.space.free(off, len);
@@ -200,9 +209,23 @@ impl BlockTable {
         self.inflight = extents.into_iter().collect();
     }
 
-    /// The checkpoint begun last is durable: the one before it no longer
-    /// pins its extents.
-    pub fn commit_checkpoint(&mut self) {
+    /// Protects an extent a binding record names (see `bound`).
+    pub fn bind(&mut self, off: u64, lsn: u64) {
+        let e = self.bound.entry(off).or_insert(lsn);
+        *e = (*e).max(lsn);
+    }
+
+    /// At recovery: an extent a binding names must not be handed out. It
+    /// may already be reserved (a node of the checkpoint itself).
+    pub fn reserve_bound(&mut self, off: u64, len: u64, lsn: u64) {
+        let _ = self.space.reserve(off, len);
+        self.bind(off, lsn);
+    }
+
+    /// The checkpoint begun last (at log position `lsn`) is durable: the
+    /// one before it, and bindings before `lsn`, no longer pin extents.
+    pub fn commit_checkpoint(&mut self, lsn: u64) {
+        self.bound.retain(|_, l| *l >= lsn);
         self.durable = std::mem::take(&mut self.inflight);
         let pending = std::mem::take(&mut self.pending);
         for (off, len) in pending {

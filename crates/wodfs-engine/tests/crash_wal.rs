@@ -5,7 +5,11 @@
 //! the operations, no shorter than the last prefix a `sync` or checkpoint
 //! acknowledged, and `verify()` passes. Coverage is asserted per phase:
 //! mid log append (fresh and reused log space), mid checkpoint (nodes,
-//! superblock), eviction, and mid range move.
+//! superblock), eviction, and mid range move. A second run lowers the
+//! late-binding threshold so multi-insert batches are logged unbound; it
+//! also requires crashes while bound nodes are written (between a binding
+//! node's write and the log flush) and a share of crashes with unbound
+//! records in the live log.
 //!
 //! `WODFS_CRASH_SEEDS` and `WODFS_CRASH_POINTS` scale it up for a soak; a
 //! failure prints the seed and cut point that reproduce it.
@@ -30,13 +34,17 @@ fn cfg() -> Config {
     }
 }
 
+/// Late-binding threshold of the second run: batches of several inserts
+/// reach it, single small ones do not.
+const LATE_MIN_BYTES: usize = 150;
+
 enum Step {
-    Op(Op),
+    Batch(Vec<Op>),
     Sync,
     Checkpoint,
 }
 
-fn workload(seed: u64) -> Vec<Step> {
+fn workload(seed: u64, late: bool) -> Vec<Step> {
     let mut r = Rng(seed);
     let mut steps = Vec::new();
     for _ in 0..OPS {
@@ -74,7 +82,18 @@ fn workload(seed: u64) -> Vec<Step> {
                 }
             }
         };
-        steps.push(Step::Op(op));
+        if late && r.below(4) == 0 {
+            // A batch of inserts big enough to be logged unbound.
+            let d = r.below(4);
+            let batch: Vec<Op> = (0..2 + r.below(4))
+                .map(|_| Op::Insert {
+                    key: format!("/d{d}/f{:03}", r.below(200)).into_bytes(),
+                    value: vec![r.below(256) as u8; 60 + r.below(60) as usize],
+                })
+                .collect();
+            steps.push(Step::Batch(batch));
+        }
+        steps.push(Step::Batch(vec![op]));
         match r.below(40) {
             0..=5 => steps.push(Step::Sync),
             6 => steps.push(Step::Checkpoint),
@@ -84,46 +103,81 @@ fn workload(seed: u64) -> Vec<Step> {
     steps
 }
 
-/// Runs until done or the power goes. Returns the model after every
-/// operation, how many operations a sync acknowledged, and whether the
-/// operation in flight at the cut was a range move.
-fn run(dev: &Arc<FaultDevice>, seed: u64) -> (Vec<Model>, usize, bool, bool) {
-    let mut models = vec![Model::new()];
-    let Ok(tree) = Tree::create(Box::new(dev.clone()), cfg()) else {
-        return (models, 0, false, false);
+/// How a run ended.
+struct Outcome {
+    /// The model after every batch (index 0: empty).
+    models: Vec<Model>,
+    /// Batches a sync or checkpoint acknowledged.
+    acked: usize,
+    /// The batch in flight at the cut was a range move.
+    in_range_move: bool,
+    /// mkfs completed.
+    created: bool,
+    /// Unbound records were in the live log (logged since the last
+    /// checkpoint) when the power went.
+    live_unbound: bool,
+}
+
+fn is_late(batch: &[Op]) -> bool {
+    let bytes: usize = batch
+        .iter()
+        .map(|op| match op {
+            Op::Insert { value, .. } => value.len(),
+            _ => 0,
+        })
+        .sum();
+    bytes >= LATE_MIN_BYTES
+}
+
+/// Runs until done or the power goes.
+fn run(dev: &Arc<FaultDevice>, seed: u64, late: bool) -> Outcome {
+    let mut out = Outcome {
+        models: vec![Model::new()],
+        acked: 0,
+        in_range_move: false,
+        created: false,
+        live_unbound: false,
     };
-    let mut acked = 0;
-    for step in workload(seed) {
+    let Ok(tree) = Tree::create(Box::new(dev.clone()), cfg()) else {
+        return out;
+    };
+    out.created = true;
+    tree.set_late_binding_min_bytes(if late { LATE_MIN_BYTES } else { usize::MAX });
+    for step in workload(seed, late) {
         match step {
-            Step::Op(op) => {
-                if tree.write(std::slice::from_ref(&op)).is_err() {
-                    let mut m = models.last().unwrap().clone();
-                    apply(&mut m, &op);
-                    models.push(m);
-                    return (models, acked, matches!(op, Op::RangeMove { .. }), true);
+            Step::Batch(batch) => {
+                let mut m = out.models.last().unwrap().clone();
+                for op in &batch {
+                    apply(&mut m, op);
                 }
-                let mut m = models.last().unwrap().clone();
-                apply(&mut m, &op);
-                models.push(m);
+                out.models.push(m);
+                let unbound = late && is_late(&batch);
+                if tree.write(&batch).is_err() {
+                    out.in_range_move = matches!(batch[0], Op::RangeMove { .. });
+                    out.live_unbound |= unbound;
+                    return out;
+                }
+                out.live_unbound |= unbound;
             }
             Step::Sync => {
                 if tree.sync().is_err() {
-                    return (models, acked, false, true);
+                    return out;
                 }
-                acked = models.len() - 1;
+                out.acked = out.models.len() - 1;
             }
             Step::Checkpoint => {
                 if tree.checkpoint().is_err() {
-                    return (models, acked, false, true);
+                    return out;
                 }
-                acked = models.len() - 1;
+                out.acked = out.models.len() - 1;
+                out.live_unbound = false;
             }
         }
     }
-    (models, acked, false, true)
+    out
 }
 
-fn crash_once(seed: u64, cut: u64) -> &'static str {
+fn crash_once(seed: u64, cut: u64, late: bool) -> (&'static str, bool) {
     let dev = Arc::new(FaultDevice::new(
         DEVICE_BYTES,
         FaultConfig {
@@ -131,7 +185,13 @@ fn crash_once(seed: u64, cut: u64) -> &'static str {
             ..FaultConfig::with_seed(seed)
         },
     ));
-    let (models, acked, in_range_move, created) = run(&dev, seed);
+    let Outcome {
+        models,
+        acked,
+        in_range_move,
+        created,
+        live_unbound,
+    } = run(&dev, seed, late);
     let phase = if in_range_move {
         "range_move"
     } else {
@@ -142,7 +202,7 @@ fn crash_once(seed: u64, cut: u64) -> &'static str {
         cfg().cache_bytes,
     );
     if !created {
-        return "mkfs";
+        return ("mkfs", false);
     }
     let tree =
         reopened.unwrap_or_else(|e| panic!("seed {seed} cut {cut} ({phase}): open failed: {e}"));
@@ -157,11 +217,10 @@ fn crash_once(seed: u64, cut: u64) -> &'static str {
     );
     tree.insert(b"/after", b"crash").unwrap();
     tree.sync().unwrap();
-    phase
+    (phase, live_unbound)
 }
 
-#[test]
-fn power_cut_recovers_a_prefix_no_earlier_than_the_last_sync() {
+fn crash_many(late: bool, required: &[&str]) {
     let env = |k: &str, d: u64| {
         std::env::var(k)
             .ok()
@@ -171,31 +230,54 @@ fn power_cut_recovers_a_prefix_no_earlier_than_the_last_sync() {
     let seeds = env("WODFS_CRASH_SEEDS", 10);
     let per_seed = env("WODFS_CRASH_POINTS", 100);
     let mut phases: HashMap<&'static str, u64> = HashMap::new();
+    let mut with_unbound = 0;
     for seed in 1..=seeds {
         let probe = Arc::new(FaultDevice::new(DEVICE_BYTES, FaultConfig::with_seed(seed)));
-        run(&probe, seed);
+        run(&probe, seed, late);
         let total = probe.writes_issued();
         let mut r = Rng(seed ^ 0x10C);
         for _ in 0..per_seed {
-            *phases
-                .entry(crash_once(seed, 1 + r.below(total)))
-                .or_default() += 1;
+            let (phase, unbound) = crash_once(seed, 1 + r.below(total), late);
+            *phases.entry(phase).or_default() += 1;
+            with_unbound += u64::from(unbound);
         }
     }
-    eprintln!("crashes per phase: {phases:?}");
-    let min = seeds;
-    for phase in [
-        "log.write",
-        "log.write.reused",
-        "checkpoint.nodes",
-        "checkpoint.superblock",
-        "evict",
-        "range_move",
-    ] {
+    let crashes = seeds * per_seed;
+    eprintln!(
+        "late binding {late}: crashes per phase: {phases:?}; with unbound records in the live log: {with_unbound} of {crashes}"
+    );
+    for phase in required {
         let n = phases.get(phase).copied().unwrap_or(0);
         assert!(
-            n >= min,
-            "phase {phase}: only {n} crashes (want >= {min}): {phases:?}"
+            n >= seeds,
+            "phase {phase}: only {n} crashes (want >= {seeds}): {phases:?}"
         );
     }
+    if late {
+        assert!(
+            with_unbound * 3 >= crashes,
+            "only {with_unbound} of {crashes} crashes had unbound records in the live log"
+        );
+    }
+}
+
+const PHASES: [&str; 6] = [
+    "log.write",
+    "log.write.reused",
+    "checkpoint.nodes",
+    "checkpoint.superblock",
+    "evict",
+    "range_move",
+];
+
+#[test]
+fn power_cut_recovers_a_prefix_no_earlier_than_the_last_sync() {
+    crash_many(false, &PHASES);
+}
+
+#[test]
+fn power_cut_with_late_binding_recovers_a_prefix_no_earlier_than_the_last_sync() {
+    let mut required = PHASES.to_vec();
+    required.push("bind.nodes");
+    crash_many(true, &required);
 }

@@ -105,8 +105,10 @@ impl State {
     }
 
     /// The checkpoint's superblock is durable.
-    pub fn commit_checkpoint(&mut self, plan_generation: u64) {
-        self.table.commit_checkpoint();
+    pub fn commit_checkpoint(&mut self, plan_generation: u64, lsn: u64) {
+        self.table.commit_checkpoint(lsn);
+        // The checkpoint holds every unbound insert logged before it.
+        self.unbound.retain(|u| u.lsn >= lsn);
         self.writing.clear();
         self.generation = plan_generation;
     }
@@ -162,6 +164,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         writing: Default::default(),
         log_checkpoint_lsn: 0,
         log_chain: 0,
+        unbound: Vec::new(),
     };
     state.put_dirty(root, Node::empty_leaf(Vec::new()));
     Ok(state)
@@ -283,6 +286,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         writing: Default::default(),
         log_checkpoint_lsn: sb.log_checkpoint_lsn,
         log_chain: sb.log_chain,
+        unbound: Vec::new(),
     };
     Ok((state, cfg))
 }

@@ -15,6 +15,7 @@
 //! from the newest checkpoint.
 
 mod background;
+mod bind;
 mod cache;
 mod checkpoint;
 mod frame;
@@ -55,6 +56,10 @@ pub struct Space {
     /// Bytes referenced by the tree or by the last checkpoint.
     pub used_bytes: u64,
 }
+
+/// Batches with at least this many bytes of inserted values log their
+/// inserts unbound (seed 000 §3: "at least 1MB of consecutive pages").
+pub const LATE_BINDING_MIN_BYTES: usize = 1 << 20;
 
 /// One operation of an atomic batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +120,7 @@ struct Shared {
     poison: Mutex<Option<String>>,
     stats: Stats,
     log: crate::wal::Log,
+    late_binding_min_bytes: std::sync::atomic::AtomicUsize,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -193,18 +199,51 @@ impl Tree {
     }
 
     /// Applies the log records found at open, in order (recovery).
+    ///
+    /// Two passes (seed 000 §3): first every binding record is collected and
+    /// the extents it names are kept from reuse; then batches are replayed,
+    /// unbound inserts taking their values from the bound nodes. A batch
+    /// with an unbound insert that has no binding was never acknowledged (a
+    /// sync binds before it flushes): the log ends before it.
     fn replay(&self, records: Vec<crate::wal::replay::Found>) -> Result<()> {
+        use crate::wal::record::{decode_payload, Logged, Payload, Target};
         let env = self.env();
         let mut st = self.shared.state.write();
-        let mut replayed = false;
+        let mut decoded = Vec::with_capacity(records.len());
         for rec in records {
-            let ops = crate::wal::record::decode_batch(&rec.payload).map_err(|d| {
-                Error::corrupt(
-                    "log record",
-                    st.layout.log_offset + rec.lsn % st.layout.log_bytes,
-                    d,
-                )
-            })?;
+            let at = st.layout.log_offset + rec.lsn % st.layout.log_bytes;
+            let p =
+                decode_payload(&rec.payload).map_err(|d| Error::corrupt("log record", at, d))?;
+            decoded.push((rec.lsn, p));
+        }
+        let mut bindings = std::collections::HashMap::new();
+        for (lsn, p) in &decoded {
+            if let Payload::Bindings(bs) = p {
+                for b in bs {
+                    if let Target::Node { offset, len, .. } = b.target {
+                        st.table.reserve_bound(offset, len, *lsn);
+                    }
+                    bindings.insert((b.lsn, b.op), b.target.clone());
+                }
+            }
+        }
+        let mut replayed = false;
+        'records: for (lsn, p) in decoded {
+            let Payload::Batch(logged) = p else { continue };
+            let mut ops = Vec::with_capacity(logged.len());
+            for (i, l) in logged.into_iter().enumerate() {
+                match l {
+                    Logged::Op(op) => ops.push(op),
+                    Logged::Unbound { key, .. } => match bindings.get(&(lsn, i as u32)) {
+                        None => break 'records,
+                        Some(Target::Obsolete) => {}
+                        Some(t) => {
+                            let value = bind::read_bound_value(env, t, &key)?;
+                            ops.push(Op::Insert { key, value });
+                        }
+                    },
+                }
+            }
             for op in &ops {
                 validate(op)?;
                 apply_op(&mut st, env, op)?;
@@ -235,6 +274,7 @@ impl Tree {
                 poison: Mutex::new(None),
                 stats,
                 log,
+                late_binding_min_bytes: std::sync::atomic::AtomicUsize::new(LATE_BINDING_MIN_BYTES),
             }),
         }
     }
@@ -328,7 +368,19 @@ impl Tree {
         for op in ops {
             validate(op)?;
         }
-        let payload = crate::wal::record::encode_batch(ops);
+        let inserted: usize = ops
+            .iter()
+            .map(|op| match op {
+                Op::Insert { value, .. } => value.len(),
+                _ => 0,
+            })
+            .sum();
+        let late_binding = inserted
+            >= self
+                .shared
+                .late_binding_min_bytes
+                .load(std::sync::atomic::Ordering::Relaxed);
+        let payload = crate::wal::record::encode_batch(ops, late_binding);
         let log = &self.shared.log;
         if payload.len() as u64 > log.max_payload_bytes() {
             return Err(Error::InvalidArgument(format!(
@@ -353,13 +405,31 @@ impl Tree {
                 continue;
             }
             let r = (|| {
+                if !st.unbound.is_empty() && ops.iter().any(|op| matches!(op, Op::RangeMove { .. }))
+                {
+                    // A range move reads values: bind pending inserts while
+                    // their keys are still in place.
+                    self.append_bindings(&mut st, env)?;
+                }
                 for op in ops {
                     apply_op(&mut st, env, op)?;
                 }
+                let (lsn, _) = log.position();
                 if !log.append(&payload)? {
                     return Err(Error::Poisoned(
                         "log region full after the room check".into(),
                     ));
+                }
+                if late_binding {
+                    for (i, op) in ops.iter().enumerate() {
+                        if let Op::Insert { key, .. } = op {
+                            st.unbound.push(bind::Unbound {
+                                lsn,
+                                op: i as u32,
+                                key: key.clone(),
+                            });
+                        }
+                    }
                 }
                 st.evict(env)
             })();
@@ -377,8 +447,45 @@ impl Tree {
     /// (one device flush for all callers waiting at the same time).
     pub fn sync(&self) -> Result<()> {
         self.check_poison()?;
-        let r = self.shared.log.sync(self.env());
+        let env = self.env();
+        let target = {
+            let mut st = self.shared.state.write();
+            if !st.unbound.is_empty() {
+                let r = self.append_bindings(&mut st, env);
+                self.poison(r)?;
+                // The bound nodes must be durable before the log bytes that
+                // name them: inside one sync epoch the device may keep the
+                // later write and lose the earlier one.
+                let r = env.sync();
+                self.poison(r)?;
+            }
+            // Captured under the lock: nothing appended later (perhaps
+            // unbound and not yet bound) is flushed by this sync.
+            self.shared.log.position().0
+        };
+        let r = self.shared.log.sync_to(env, target);
         self.poison(r)
+    }
+
+    /// Binds every pending unbound insert and appends the binding record.
+    fn append_bindings(&self, st: &mut State, env: Env<'_>) -> Result<()> {
+        let log = &self.shared.log;
+        let bindings = st.bind_pending(env, log.position().0)?;
+        let payload = crate::wal::record::encode_bindings(&bindings);
+        if !log.append(&payload)? {
+            return Err(Error::Poisoned(
+                "no room in the log for binding records (the log region is too small for late binding)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sets the size from which a batch's inserts are logged unbound
+    /// (late-binding journal; default 1 MiB; `usize::MAX` turns it off).
+    pub fn set_late_binding_min_bytes(&self, bytes: usize) {
+        self.shared
+            .late_binding_min_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The value of `key`.
@@ -428,7 +535,7 @@ impl Tree {
         };
         let r = checkpoint::write_checkpoint(env, &plan);
         let generation = self.poison(r)?;
-        self.shared.state.write().commit_checkpoint(generation);
+        self.shared.state.write().commit_checkpoint(generation, lsn);
         self.shared.log.reclaim(lsn);
         self.shared.stats.add_checkpoint();
         Ok(())
@@ -469,6 +576,11 @@ impl Tree {
             pending_bytes: pending,
             used_bytes: total - free - pending,
         }
+    }
+
+    /// Bytes the write-ahead log has written to the device since open.
+    pub fn log_bytes_written(&self) -> u64 {
+        self.shared.log.bytes_written()
     }
 
     /// Bytes of the log region in use (replay would read them) and its size.

@@ -39,6 +39,8 @@ pub(crate) struct State {
     pub writing: HashSet<BlockNum>,
     pub log_checkpoint_lsn: u64,
     pub log_chain: u32,
+    /// Unbound inserts logged but not yet bound (late-binding journal).
+    pub unbound: Vec<super::bind::Unbound>,
 }
 
 /// What every tree operation needs besides the state.

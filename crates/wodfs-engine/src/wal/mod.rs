@@ -48,6 +48,8 @@ struct Inner {
     /// Everything before this is durable (in the log or a checkpoint).
     durable: u64,
     flushing: bool,
+    /// Bytes this log has written to the device (write amplification).
+    bytes_written: u64,
     /// The last durable checkpoint's LSN: replay starts here.
     reclaimed: u64,
     error: Option<String>,
@@ -80,6 +82,7 @@ impl Log {
                 buf_lsn: floor_sector(tail),
                 durable: tail,
                 flushing: false,
+                bytes_written: 0,
                 reclaimed,
                 error: None,
             }),
@@ -109,6 +112,11 @@ impl Log {
         g.tail - g.reclaimed.min(g.buf_lsn)
     }
 
+    /// Bytes written to the device by this log since open.
+    pub fn bytes_written(&self) -> u64 {
+        self.inner.lock().bytes_written
+    }
+
     /// Bytes appended but not yet durable.
     pub fn pending_bytes(&self) -> u64 {
         let g = self.inner.lock();
@@ -134,11 +142,13 @@ impl Log {
         Ok(true)
     }
 
-    /// Makes everything appended before this call durable. Concurrent
-    /// callers share one write and one device sync.
-    pub fn sync(&self, env: Env<'_>) -> Result<()> {
+    /// Makes everything appended before `target` durable (and possibly
+    /// more, up to `target` at most of what others asked). Concurrent
+    /// callers share one write and one device sync. Bytes past `target` are
+    /// not written: they may hold unbound records whose bindings are not
+    /// appended yet.
+    pub fn sync_to(&self, env: Env<'_>, target: u64) -> Result<()> {
         let mut g = self.inner.lock();
-        let target = g.tail;
         loop {
             if let Some(e) = &g.error {
                 return Err(Error::Poisoned(e.clone()));
@@ -152,7 +162,7 @@ impl Log {
             }
             g.flushing = true;
             let start = g.buf_lsn;
-            let end = g.tail;
+            let end = target.min(g.tail);
             let bytes = g.buf[..(end - start) as usize].to_vec();
             drop(g);
             let r = self.write_and_sync(env, start, &bytes);
@@ -160,6 +170,7 @@ impl Log {
             g.flushing = false;
             match r {
                 Ok(()) => {
+                    g.bytes_written += bytes.len() as u64;
                     g.durable = g.durable.max(end);
                     let keep_from = floor_sector(end);
                     if keep_from > g.buf_lsn {

@@ -18,6 +18,7 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub(crate) const FRAME_HEADER_BYTES: u64 = 16;
 
 const PAYLOAD_BATCH: u8 = 1;
+const PAYLOAD_BINDINGS: u8 = 2;
 
 mod op_kind {
     pub const INSERT: u8 = 1;
@@ -26,14 +27,120 @@ mod op_kind {
     pub const TRUNCATE: u8 = 4;
     pub const DELETE_RANGE: u8 = 5;
     pub const RANGE_MOVE: u8 = 6;
+    /// An insert whose value is not in the log: a binding record names the
+    /// node that holds it (late-binding journal).
+    pub const UNBOUND_INSERT: u8 = 7;
 }
 
-pub(crate) fn encode_batch(ops: &[Op]) -> Vec<u8> {
+/// A logged operation as recovery reads it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Logged {
+    Op(Op),
+    Unbound { key: Vec<u8>, len: u32 },
+}
+
+/// Where the value of an unbound insert went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// In this node, as it was written to this extent.
+    Node {
+        block: u64,
+        offset: u64,
+        len: u64,
+        header_len: u32,
+        header_crc: u32,
+    },
+    /// Made obsolete by a later operation logged before the binding; replay
+    /// skips it.
+    Obsolete,
+}
+
+/// A binding: record LSN and op index → target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Binding {
+    pub lsn: u64,
+    pub op: u32,
+    pub target: Target,
+}
+
+pub(crate) fn encode_bindings(bs: &[Binding]) -> Vec<u8> {
+    let mut e = Enc::with_capacity(8 + bs.len() * 40);
+    e.u8(PAYLOAD_BINDINGS);
+    e.varint(bs.len() as u64);
+    for b in bs {
+        e.u64(b.lsn);
+        e.varint(u64::from(b.op));
+        match &b.target {
+            Target::Node {
+                block,
+                offset,
+                len,
+                header_len,
+                header_crc,
+            } => {
+                e.u8(1);
+                e.u64(*block);
+                e.u64(*offset);
+                e.u64(*len);
+                e.u32(*header_len);
+                e.u32(*header_crc);
+            }
+            Target::Obsolete => e.u8(2),
+        }
+    }
+    e.buf
+}
+
+/// A record's payload: a batch or a list of bindings.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Batch(Vec<Logged>),
+    Bindings(Vec<Binding>),
+}
+
+pub(crate) fn decode_payload(buf: &[u8]) -> DecResult<Payload> {
+    match buf.first() {
+        Some(&PAYLOAD_BATCH) => decode_batch(buf).map(Payload::Batch),
+        Some(&PAYLOAD_BINDINGS) => {
+            let mut d = Dec::new(&buf[1..]);
+            let n = d.count("bindings")?;
+            let mut out = Vec::with_capacity(n);
+            for _ in 0..n {
+                let lsn = d.u64("binding lsn")?;
+                let op = d.varint("binding op")? as u32;
+                let target = match d.u8("binding kind")? {
+                    1 => Target::Node {
+                        block: d.u64("block")?,
+                        offset: d.u64("offset")?,
+                        len: d.u64("length")?,
+                        header_len: d.u32("header length")?,
+                        header_crc: d.u32("header crc")?,
+                    },
+                    2 => Target::Obsolete,
+                    k => return Err(format!("unknown binding kind {k}")),
+                };
+                out.push(Binding { lsn, op, target });
+            }
+            d.finish("bindings")?;
+            Ok(Payload::Bindings(out))
+        }
+        _ => Err("unknown log payload kind".into()),
+    }
+}
+
+/// Encodes a batch; inserts marked in `unbound` are logged without their
+/// values (late binding).
+pub(crate) fn encode_batch(ops: &[Op], unbound: bool) -> Vec<u8> {
     let mut e = Enc::with_capacity(64);
     e.u8(PAYLOAD_BATCH);
     e.varint(ops.len() as u64);
     for op in ops {
         match op {
+            Op::Insert { key, value } if unbound => {
+                e.u8(op_kind::UNBOUND_INSERT);
+                e.bytes(key);
+                e.varint(value.len() as u64);
+            }
             Op::Insert { key, value } => {
                 e.u8(op_kind::INSERT);
                 e.bytes(key);
@@ -69,7 +176,7 @@ pub(crate) fn encode_batch(ops: &[Op]) -> Vec<u8> {
     e.buf
 }
 
-pub(crate) fn decode_batch(buf: &[u8]) -> DecResult<Vec<Op>> {
+pub(crate) fn decode_batch(buf: &[u8]) -> DecResult<Vec<Logged>> {
     let mut d = Dec::new(buf);
     if d.u8("payload kind")? != PAYLOAD_BATCH {
         return Err("log payload is not a batch".into());
@@ -118,9 +225,21 @@ pub(crate) fn decode_batch(buf: &[u8]) -> DecResult<Vec<Op>> {
                 from: key(&mut d, "from")?,
                 to: key(&mut d, "to")?,
             },
+            op_kind::UNBOUND_INSERT => {
+                let k = key(&mut d, "key")?;
+                let len = d.varint("value length")?;
+                if len > MAX_VALUE_BYTES as u64 {
+                    return Err("unbound value past the maximum value size".into());
+                }
+                ops.push(Logged::Unbound {
+                    key: k,
+                    len: len as u32,
+                });
+                continue;
+            }
             other => return Err(format!("unknown op kind {other}")),
         };
-        ops.push(op);
+        ops.push(Logged::Op(op));
     }
     d.finish("batch")?;
     Ok(ops)

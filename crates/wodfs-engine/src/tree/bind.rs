@@ -1,0 +1,176 @@
+//! Late binding (seed 000 §3): large batches log their inserts without the
+//! values; before a log flush makes such a record durable, each unbound
+//! insert is bound to the node that now holds its key's value, that node is
+//! written, and a binding record naming it is appended.
+//!
+//! Binding to the key's *current* value is sound: every operation logged
+//! after the unbound insert on the same key (insert, delete, patch,
+//! truncate) gives the same result when replayed over a value that already
+//! includes it, so recovery may start the key from that value and replay
+//! the rest. Range moves read values, so pending inserts are bound before a
+//! range move runs.
+
+use super::state::{Env, State};
+use crate::error::{Error, Result};
+use crate::msg::PointOp;
+use crate::node::Part;
+use crate::table::BlockNum;
+use crate::wal::record::{Binding, Target};
+
+/// An insert logged without its value, not yet bound.
+#[derive(Clone, Debug)]
+pub(crate) struct Unbound {
+    pub lsn: u64,
+    pub op: u32,
+    pub key: Vec<u8>,
+}
+
+enum Located {
+    Node(BlockNum),
+    Obsolete,
+}
+
+impl State {
+    /// The node holding the newest whole value of `key` (the first insert
+    /// or delete on the way down, else the leaf).
+    fn locate_value(&self, env: Env<'_>, key: &[u8]) -> Result<Located> {
+        let mut b = self.root;
+        loop {
+            let entry = self.node_for_read(env, b)?;
+            let rel = key.get(entry.node.prefix.len()..).ok_or_else(|| {
+                Error::corrupt(
+                    "node",
+                    0,
+                    format!("block {b}: key outside its frame while binding"),
+                )
+            })?;
+            let i = entry.node.part_index(rel);
+            match self.part(env, b, &entry, i)? {
+                Part::Basement(bm) => {
+                    return Ok(if bm.get(rel).is_some() {
+                        Located::Node(b)
+                    } else {
+                        Located::Obsolete
+                    });
+                }
+                Part::Buffer(buf) => {
+                    let (covered, msgs) = buf.lookup(rel);
+                    match msgs.first().map(|m| &m.op) {
+                        Some(PointOp::Insert(_)) => return Ok(Located::Node(b)),
+                        Some(PointOp::Delete) => return Ok(Located::Obsolete),
+                        _ if covered && msgs.is_empty() => return Ok(Located::Obsolete),
+                        _ => {}
+                    }
+                }
+            }
+            b = entry.node.children[i].child;
+        }
+    }
+
+    /// Binds every pending unbound insert: writes the nodes that hold them
+    /// (redirect-on-write, left cached and clean) and returns the binding
+    /// entries to log.
+    pub fn bind_pending(&mut self, env: Env<'_>, bind_lsn: u64) -> Result<Vec<Binding>> {
+        let pending = std::mem::take(&mut self.unbound);
+        let mut out = Vec::with_capacity(pending.len());
+        let mut written: std::collections::HashMap<BlockNum, crate::table::Extent> =
+            Default::default();
+        env.dev.annotate("bind.nodes");
+        for u in pending {
+            let target = match self.locate_value(env, &u.key)? {
+                Located::Obsolete => Target::Obsolete,
+                Located::Node(b) => {
+                    let x = match written.get(&b) {
+                        Some(x) => *x,
+                        None => {
+                            let x = self.make_durable_in_place(env, b)?;
+                            written.insert(b, x);
+                            x
+                        }
+                    };
+                    self.table.bind(x.offset, bind_lsn);
+                    Target::Node {
+                        block: b,
+                        offset: x.offset,
+                        len: x.len,
+                        header_len: x.header_len,
+                        header_crc: x.header_crc,
+                    }
+                }
+            };
+            out.push(Binding {
+                lsn: u.lsn,
+                op: u.op,
+                target,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Ensures node `b`'s current extent holds its current contents (it
+    /// will be durable after the next device sync), writing it if dirty or
+    /// if a checkpoint has not written it yet.
+    fn make_durable_in_place(&mut self, env: Env<'_>, b: BlockNum) -> Result<crate::table::Extent> {
+        let dirty = self.cache.get(b).is_some_and(|e| e.dirty);
+        let unwritten = self.writing.contains(&b);
+        if dirty || unwritten {
+            // A clean node stays fully loaded in the cache, so its
+            // partitions' places are not needed again.
+            let (node, _) = self.take_full(env, b)?;
+            self.write_node(env, b, &node)?;
+            self.writing.remove(&b);
+            self.put_clean(b, node, false);
+        }
+        self.table.get(b).and_then(|e| e.loc).ok_or_else(|| {
+            Error::corrupt(
+                "block pointer",
+                0,
+                format!("block {b} has no place after binding"),
+            )
+        })
+    }
+}
+
+/// Recovery: the value of `key` in the node a binding names, read straight
+/// from the extent the binding recorded (verified against the binding's
+/// header checksum).
+pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Result<Vec<u8>> {
+    let Target::Node {
+        block,
+        offset,
+        len,
+        header_len,
+        header_crc,
+    } = *target
+    else {
+        return Err(Error::InvalidArgument(
+            "an obsolete binding has no value".into(),
+        ));
+    };
+    let bad = |d: String| Error::corrupt("bound node", offset, format!("block {block}: {d}"));
+    let mut head = vec![0u8; header_len as usize];
+    env.read(offset, &mut head)?;
+    if crate::format::checksum(&head[..head.len().saturating_sub(4)]) != header_crc {
+        return Err(bad("header checksum does not match the binding".into()));
+    }
+    let node = crate::format::node::decode_header(&head, block, len).map_err(bad)?;
+    let rel = key
+        .strip_prefix(node.prefix.as_slice())
+        .ok_or_else(|| bad("key outside the node's frame".into()))?;
+    let i = node.part_index(rel);
+    let loc = node.parts[i]
+        .disk
+        .ok_or_else(|| bad("partition without a place".into()))?;
+    let mut stored = vec![0u8; loc.stored_len as usize];
+    env.read(offset + u64::from(loc.offset), &mut stored)?;
+    match crate::format::node::decode_part(&stored, &loc, node.is_leaf()).map_err(bad)? {
+        Part::Basement(bm) => bm
+            .get(rel)
+            .cloned()
+            .ok_or_else(|| bad("bound key missing".into())),
+        Part::Buffer(buf) => match buf.lookup(rel).1.first().map(|m| &m.op) {
+            Some(PointOp::Insert(v)) => Ok(v.clone()),
+            _ => Err(bad("bound key has no whole value".into())),
+        },
+    }
+}
