@@ -41,7 +41,7 @@ pub struct MountOpts {
 impl Default for MountOpts {
     fn default() -> Self {
         MountOpts {
-            writeback: true,
+            writeback: false,
             read_only: false,
             cache_bytes: 256 << 20,
             checkpoint_secs: 60,

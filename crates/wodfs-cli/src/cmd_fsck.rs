@@ -23,7 +23,7 @@ pub fn run(args: &[String]) -> Result<u8, Fail> {
         msg: f.msg,
         code: 8,
     })?;
-    let tree = match open_tree(path, 128 << 20) {
+    let tree = match open_tree(path, 256 << 20) {
         Ok(t) => t,
         Err(f) => {
             let code = if path.exists() { 4 } else { 8 };

@@ -17,7 +17,7 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         }
         eprintln!("wodfs: {image} is in use; showing its last checkpoint");
     }
-    let tree = open_tree(path, 64 << 20)?;
+    let tree = open_tree(path, 256 << 20)?;
     let report = tree.verify().map_err(|e| engine_fail(path, &e))?;
     let space = tree.space();
     let cfg = tree.config();

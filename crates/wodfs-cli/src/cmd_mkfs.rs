@@ -46,7 +46,7 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         .unwrap_or(false);
     if !force && path.exists() {
         if let Ok(dev) = FileDevice::open(path) {
-            if dev.size_bytes() > 0 && Tree::open(Box::new(dev), 16 << 20).is_ok() {
+            if dev.size_bytes() > 0 && Tree::open(Box::new(dev), 256 << 20).is_ok() {
                 return Err(Fail::new(format!(
                     "{image}: already holds a wodfs image (use --force to overwrite)"
                 )));

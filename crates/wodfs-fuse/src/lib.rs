@@ -7,8 +7,10 @@
 //!
 //! Mount-wide choices (see `README.md` of this crate for measurements):
 //! * INIT flags: readdirplus (auto), parallel dirops, handle_killpriv_v2
-//!   (we clear set-user-ID/set-group-ID on write, chown and truncate), and
-//!   the writeback cache unless disabled (`-o nowriteback`).
+//!   (we clear set-user-ID/set-group-ID on write, chown and truncate). The
+//!   writeback cache is off unless asked for (`-o writeback`): with it, a
+//!   small write into a cold page makes the kernel read the page first,
+//!   which defeats blind writes (measurements in `README.md`).
 //! * Long TTLs (a day) for entries, negative entries and attributes: only
 //!   this daemon changes the file system.
 //! * `allow_other` + `default_permissions`: the kernel checks permissions.

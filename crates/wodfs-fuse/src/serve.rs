@@ -40,7 +40,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             fs_name: "wodfs".into(),
-            writeback_cache: true,
+            writeback_cache: false,
             read_only: false,
             checkpoint_secs: 60,
             log_sync_ms: 1000,

@@ -1,0 +1,236 @@
+//! The `wodfs` command end to end: mkfs, stat, fsck exit codes on good,
+//! foreign, corrupt and inconsistent images, one-line errors, and (as root
+//! with /dev/fuse) the daemon: mount, sync, SIGTERM, remount.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use wodfs_device::FileDevice;
+use wodfs_engine::Tree;
+use wodfs_schema::key_codec::data_key;
+use wodfs_schema::FsPath;
+
+fn wodfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wodfs"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(name: &str) -> Tmp {
+        let d = std::env::temp_dir().join(format!("wodfs-cli-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Tmp(d)
+    }
+    fn p(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.0.join("mnt"))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn mkfs(img: &str) {
+    let o = wodfs(&["mkfs", img, "--size", "256M"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn mkfs_stat_fsck_on_a_fresh_image() {
+    let t = Tmp::new("fresh");
+    let img = t.p("img");
+    mkfs(&img);
+    let again = wodfs(&["mkfs", &img, "--size", "256M"]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("already holds a wodfs image"),
+        "{}",
+        text(&again)
+    );
+    let stat = wodfs(&["stat", &img]);
+    assert!(stat.status.success(), "{}", text(&stat));
+    assert!(text(&stat).contains("tree height"));
+    let fsck = wodfs(&["fsck", &img]);
+    assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
+}
+
+#[test]
+fn one_line_errors_and_fsck_exit_codes() {
+    let t = Tmp::new("errors");
+    // Missing image: operational error.
+    let o = wodfs(&["fsck", &t.p("missing")]);
+    assert_eq!(o.status.code(), Some(8), "{}", text(&o));
+    assert!(text(&o).contains("no such file"), "{}", text(&o));
+    // A foreign file: not a wodfs image.
+    std::fs::write(t.p("foreign"), vec![0x5a; 1 << 20]).unwrap();
+    let o = wodfs(&["fsck", &t.p("foreign")]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("not a wodfs image"), "{}", text(&o));
+    let o = wodfs(&["stat", &t.p("foreign")]);
+    assert!(!o.status.success());
+    assert_eq!(text(&o).lines().count(), 1, "{}", text(&o));
+    // Bad options and sizes.
+    let o = wodfs(&["mkfs", &t.p("x"), "--size", "12Q"]);
+    assert!(
+        !o.status.success() && text(&o).contains("bad size"),
+        "{}",
+        text(&o)
+    );
+    std::fs::create_dir_all(t.p("mnt")).unwrap();
+    mkfs(&t.p("img"));
+    let o = wodfs(&["mount", &t.p("img"), &t.p("mnt"), "-o", "frobnicate"]);
+    assert!(
+        !o.status.success() && text(&o).contains("unknown mount option"),
+        "{}",
+        text(&o)
+    );
+    let o = wodfs(&["mount", &t.p("missing"), &t.p("mnt")]);
+    assert!(
+        !o.status.success() && text(&o).contains("no such file"),
+        "{}",
+        text(&o)
+    );
+    let o = wodfs(&["bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn fsck_finds_damaged_nodes_and_namespace_errors() {
+    let t = Tmp::new("damage");
+    // Namespace damage the engine cannot see: a data block without a file.
+    let img = t.p("ns");
+    mkfs(&img);
+    {
+        let tree = Tree::open(Box::new(FileDevice::open(&img).unwrap()), 64 << 20).unwrap();
+        let stray = data_key(&FsPath::parse("/nobody").unwrap(), 0);
+        tree.insert(&stray, b"stray").unwrap();
+        tree.checkpoint().unwrap();
+    }
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        text(&o).contains("without a path-keyed file"),
+        "{}",
+        text(&o)
+    );
+    // Checksummed node damage: flip bytes all over the used node area.
+    let img = t.p("nodes");
+    mkfs(&img);
+    {
+        let tree = Tree::open(Box::new(FileDevice::open(&img).unwrap()), 64 << 20).unwrap();
+        for i in 0..2000u32 {
+            let k = data_key(&FsPath::parse("/f").unwrap(), u64::from(i));
+            tree.insert(&k, &vec![(i % 251) as u8; 512]).unwrap();
+        }
+        tree.checkpoint().unwrap();
+    }
+    let mut bytes = std::fs::read(&img).unwrap();
+    let used: Vec<usize> = (1..bytes.len() / 4096)
+        .filter(|b| bytes[b * 4096..(b + 1) * 4096].iter().any(|&x| x != 0))
+        .collect();
+    for b in used.iter().skip(used.len() / 2) {
+        bytes[b * 4096 + 100] ^= 0xff;
+    }
+    std::fs::write(&img, bytes).unwrap();
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+}
+
+fn fuse_ok() -> bool {
+    Path::new("/dev/fuse").exists()
+        && std::fs::read_to_string("/proc/self/status")
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+            })
+            .unwrap_or(false)
+}
+
+fn daemon_pid(img: &str) -> Option<i32> {
+    let out = Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("wodfs mount {img}"))
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn wait_gone(pid: i32) {
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("daemon {pid} did not exit");
+}
+
+#[test]
+fn daemon_mount_sync_sigterm_and_remount() {
+    if !fuse_ok() {
+        eprintln!("SKIPPED: needs root and /dev/fuse");
+        return;
+    }
+    let t = Tmp::new("daemon");
+    let (img, mnt) = (t.p("img"), t.p("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    mkfs(&img);
+    let o = wodfs(&["mount", &img, &mnt]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A second mount on the same point is refused.
+    let o = wodfs(&["mount", &img, &mnt]);
+    assert!(
+        !o.status.success() && text(&o).contains("busy"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(format!("{mnt}/file"), b"synced").unwrap();
+    let o = wodfs(&["sync", &mnt]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = wodfs(&["sync", "/tmp"]);
+    assert!(!o.status.success());
+    // SIGTERM unmounts cleanly (no dead "transport endpoint" mount).
+    let pid = daemon_pid(&img).expect("daemon running");
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    wait_gone(pid);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&mnt), "still mounted after SIGTERM");
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Remount through the mount(8)-style entry point and read it back.
+    let o = wodfs(&[&img, &mnt, "-o", "rw,nosuid"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(format!("{mnt}/file")).unwrap(), b"synced");
+    let pid = daemon_pid(&img).expect("daemon running");
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    wait_gone(pid);
+}
