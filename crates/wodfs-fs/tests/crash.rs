@@ -73,7 +73,7 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
     let fs = Fs::open(Box::new(mem), 4 << 20, FsOptions::default()).expect("reopen after crash");
     let seen = extract(&fs);
     prop_assert!(
-        candidates.iter().any(|c| *c == seen),
+        candidates.contains(&seen),
         "recovered namespace matches no prefix since the last fsync; vs it: {:?}",
         seen.first_difference(&candidates[0])
     );
