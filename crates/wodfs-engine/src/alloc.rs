@@ -32,6 +32,12 @@ impl FreeMap {
         self.free_bytes
     }
 
+    /// The longest free run (nodes and the block table need contiguous
+    /// extents, so total free space alone does not say what fits).
+    pub fn largest_extent(&self) -> u64 {
+        self.extents.values().copied().max().unwrap_or(0)
+    }
+
     /// Allocates `len` bytes (a multiple of the block size), next-fit.
     pub fn allocate(&mut self, len: u64) -> Option<u64> {
         debug_assert_eq!(len % BLOCK_BYTES, 0);

@@ -90,8 +90,93 @@ fn device_enospc_is_reported_and_sticky() {
 }
 
 #[test]
+fn a_full_store_refuses_inserts_but_stays_writable_and_deletes_work() {
+    let dev = Arc::new(MemDevice::new(2 << 20));
+    let cfg = Config {
+        log_bytes: 256 << 10,
+        ..cfg()
+    };
+    let tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
+    let mut model = Model::new();
+    let mut written = 0;
+    let err = loop {
+        let op = Op::Insert {
+            key: format!("/k/{written:06}").into_bytes(),
+            value: vec![written as u8; 200],
+        };
+        match tree.write(std::slice::from_ref(&op)) {
+            Ok(()) => {
+                apply(&mut model, &op);
+                written += 1;
+            }
+            Err(e) => break e,
+        }
+        assert!(written < 100_000, "the device never filled");
+    };
+    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    // Only that batch failed: the store is not poisoned.
+    tree.sync().unwrap();
+    tree.checkpoint().unwrap();
+    let full = tree.space();
+    // Deletes still work on a full store. The next insert that does not
+    // fit makes the engine push the range delete down (pruning the covered
+    // leaves unread) and checkpoint, so the released space is reused.
+    tree.delete_range(b"/k/", b"/k0").unwrap();
+    model.clear();
+    tree.checkpoint().unwrap();
+    eprintln!(
+        "full {full:?} after delete {:?} height {} {:?}",
+        tree.space(),
+        tree.height(),
+        tree.stats()
+    );
+    tree.reclaim_space().unwrap();
+    eprintln!(
+        "after reclaim {:?} {:?} {:?}",
+        tree.space(),
+        tree.stats(),
+        tree.verify().unwrap()
+    );
+    tree.write(&[Op::Insert {
+        key: b"/k/again".to_vec(),
+        value: vec![1; 8],
+    }])
+    .unwrap();
+    apply(
+        &mut model,
+        &Op::Insert {
+            key: b"/k/again".to_vec(),
+            value: vec![1; 8],
+        },
+    );
+    tree.checkpoint().unwrap();
+    tree.checkpoint().unwrap();
+    let after = tree.space();
+    assert!(
+        after.free_bytes > full.free_bytes,
+        "deletes freed nothing: {full:?} -> {after:?}"
+    );
+    // Inserts are admitted again, and everything reopens intact.
+    for i in 0..100 {
+        let op = Op::Insert {
+            key: format!("/k/{i:06}").into_bytes(),
+            value: vec![2; 200],
+        };
+        tree.write(std::slice::from_ref(&op)).unwrap();
+        apply(&mut model, &op);
+    }
+    tree.sync().unwrap();
+    drop(tree);
+    let tree = Tree::open(Box::new(dev), cfg.cache_bytes).unwrap();
+    tree.verify().unwrap();
+    let got: Model = tree.range(&[], None).map(|r| r.unwrap()).collect();
+    assert_eq!(got, model);
+}
+
+#[test]
 fn a_full_node_area_is_an_error_not_a_panic() {
-    // A device with little room: writes eventually fail with NoSpace.
+    // A device with little room and a checkpoint after every write: the
+    // writes eventually fail with NoSpace, cleanly.
     let dev = Arc::new(MemDevice::new(300 << 10));
     let tree = Tree::create(
         Box::new(dev),

@@ -57,6 +57,22 @@ pub struct Space {
     pub used_bytes: u64,
 }
 
+/// Node space kept free for checkpoints: every dirty node (at most a third
+/// of the cache) written to a new place, the block table, and a few nodes
+/// of slack for splits during the last admitted batch.
+fn checkpoint_reserve(cfg: &Config, blocks: usize) -> u64 {
+    (cfg.cache_bytes / 3 + 4 * cfg.node_bytes) as u64
+        + blocks as u64 * 40
+        + 2 * crate::config::BLOCK_BYTES
+}
+
+/// The longest free run a checkpoint may need: the block table blob (about
+/// 37 bytes per block, with room to grow) and two nodes.
+fn contiguous_reserve(cfg: &Config, blocks: usize) -> u64 {
+    crate::alloc::round_up(blocks as u64 * 48 + 4096)
+        + 2 * crate::alloc::round_up(cfg.node_bytes as u64 + 4096)
+}
+
 /// Batches with at least this many bytes of inserted values log their
 /// inserts unbound (seed 000 §3: "at least 1MB of consecutive pages").
 pub const LATE_BINDING_MIN_BYTES: usize = 1 << 20;
@@ -391,6 +407,7 @@ impl Tree {
         }
         self.check_poison()?;
         let env = self.env();
+        self.admit(ops, payload.len() as u64)?;
         loop {
             // Keep room in the log: a checkpoint reclaims it.
             if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
@@ -441,6 +458,61 @@ impl Tree {
             self.sync()?;
         }
         Ok(())
+    }
+
+    /// Space admission: a batch is refused with `NoSpace` (and nothing else
+    /// happens: the store stays writable) unless free node space, minus the
+    /// reserve a checkpoint may need, covers what the batch may add. Batches
+    /// that only delete may use half of the reserve, so a full store can
+    /// still be emptied. Space that deletes release becomes free after the
+    /// next checkpoint; when a batch does not fit but released space is
+    /// waiting, one checkpoint is run first to make it reusable.
+    fn admit(&self, ops: &[Op], payload_bytes: u64) -> Result<()> {
+        let deletes_only = ops
+            .iter()
+            .all(|op| matches!(op, Op::Delete { .. } | Op::DeleteRange { .. }));
+        // Messages are rewritten once per level on their way down, each time
+        // as part of a redirect-on-write node: a generous allowance.
+        let need = if deletes_only { 0 } else { payload_bytes * 4 };
+        let fits = |t: &Tree| {
+            let st = t.shared.state.read();
+            let blocks = st.table.live_blocks();
+            let reserve = checkpoint_reserve(&t.shared.cfg, blocks);
+            let usable = if deletes_only { reserve / 2 } else { reserve };
+            let free = st.table.space.free_bytes();
+            // The checkpoint's block table and a node or two must also find
+            // contiguous room.
+            let run = contiguous_reserve(&t.shared.cfg, blocks);
+            let run_ok =
+                st.table.space.largest_extent() >= if deletes_only { run / 2 } else { run };
+            (
+                free >= usable + need && run_ok,
+                st.table.pending_bytes(),
+                free,
+            )
+        };
+        let (ok, _, _) = fits(self);
+        if ok {
+            return Ok(());
+        }
+        // Reclaim: push covering range deletes down (pruning reads nothing)
+        // and checkpoint, so released space becomes reusable.
+        {
+            let env = self.env();
+            let mut st = self.shared.state.write();
+            let r = st.prune_covered(env).and_then(|()| st.evict(env));
+            drop(st);
+            self.poison(r)?;
+        }
+        self.checkpoint()?;
+        if fits(self).0 {
+            return Ok(());
+        }
+        let (_, _, free) = fits(self);
+        Err(Error::NoSpace {
+            needed_bytes: need,
+            free_bytes: free,
+        })
     }
 
     /// Makes every batch written before this call durable: flushes the log
@@ -561,6 +633,20 @@ impl Tree {
     /// Bytes the node cache holds now.
     pub fn cache_bytes_used(&self) -> usize {
         self.shared.state.read().cache.bytes()
+    }
+
+    /// Prunes subtrees that buffered range deletes cover and checkpoints,
+    /// so the space they held is free again (what `rm` of big files wants).
+    pub fn reclaim_space(&self) -> Result<()> {
+        self.check_poison()?;
+        {
+            let env = self.env();
+            let mut st = self.shared.state.write();
+            let r = st.prune_covered(env).and_then(|()| st.evict(env));
+            drop(st);
+            self.poison(r)?;
+        }
+        self.checkpoint()
     }
 
     /// Space in the node area. Space released by deletes is `pending`

@@ -133,6 +133,59 @@ impl State {
         Ok(())
     }
 
+    /// Space reclaim: pushes buffered range deletes down from the root,
+    /// level by level, until they cover whole subtrees, which are then
+    /// pruned without being read; the space they held is released (and
+    /// reusable after the next checkpoint). Costs one read per child a
+    /// partly covering range delete is flushed into.
+    pub fn prune_covered(&mut self, env: Env<'_>) -> Result<()> {
+        let root = self.root;
+        let (mut node, dirty) = self.take_full(env, root)?;
+        let changed = self.prune_covered_in(env, &mut node, &Bounds::all())?;
+        if changed {
+            let splits = self.finish_internal(env, root, node, &Bounds::all())?;
+            self.grow_root(env, splits)?;
+            self.shrink_root(env)
+        } else {
+            self.put_clean(root, node, dirty);
+            Ok(())
+        }
+    }
+
+    fn prune_covered_in(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds) -> Result<bool> {
+        if node.is_leaf() {
+            return Ok(false);
+        }
+        let mut changed = false;
+        let mut i = 0;
+        while i < node.children.len() {
+            let cb = child_bounds(node, bounds, i);
+            let (lo, hi) = relative(&cb, &node.prefix);
+            let buf = node.buffer(i);
+            let covers = buf.ranges.covers(&lo, hi.as_deref());
+            let has_ranges = !buf.ranges.is_empty();
+            if covers || has_ranges {
+                // Covered: pruned unread. Partly covered: the ranges move
+                // down a level, where they may cover whole subtrees.
+                self.flush_child(env, node, bounds, i)?;
+                changed = true;
+            }
+            if has_ranges && !covers && node.height > 1 && i < node.children.len() {
+                let cb = child_bounds(node, bounds, i);
+                let child = node.children[i].child;
+                let (mut c, cdirty) = self.take_full(env, child)?;
+                if self.prune_covered_in(env, &mut c, &cb)? {
+                    let splits = self.finish_internal(env, child, c, &cb)?;
+                    self.integrate(node, bounds, i, splits);
+                } else {
+                    self.put_clean(child, c, cdirty);
+                }
+            }
+            i += 1;
+        }
+        Ok(changed)
+    }
+
     /// Moves buffer `i` of `node` into child `i`.
     pub(crate) fn flush_child(
         &mut self,
