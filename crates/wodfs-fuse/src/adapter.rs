@@ -22,6 +22,7 @@ use wodfs_fs::{
 };
 
 use crate::convert::{errno, file_attr, file_type, guarded, negative_attr, set_time, TTL};
+use crate::pending::PendingWrites;
 use crate::table::InodeTable;
 use crate::WODFS_IOC_SYNC;
 
@@ -49,6 +50,8 @@ pub struct RequestCounters {
     pub write_bytes: AtomicU64,
     /// FSYNC and FSYNCDIR requests.
     pub fsyncs: AtomicU64,
+    /// Writes handed to the core after coalescing.
+    pub engine_writes: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +68,7 @@ pub struct WodFuse {
     dirs: Mutex<HashMap<u64, DirHandle>>,
     next_fh: AtomicU64,
     opts: AdapterOptions,
+    pending: Arc<PendingWrites>,
 }
 
 fn name_bytes(name: &OsStr) -> &[u8] {
@@ -73,8 +77,9 @@ fn name_bytes(name: &OsStr) -> &[u8] {
 
 impl WodFuse {
     /// An adapter over `fs`.
-    pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> WodFuse {
+    pub fn new(fs: Arc<Fs>, opts: AdapterOptions, pending: Arc<PendingWrites>) -> WodFuse {
         WodFuse {
+            pending,
             fs,
             table: Mutex::new(InodeTable::new()),
             dirs: Mutex::new(HashMap::new()),
@@ -214,6 +219,7 @@ impl Filesystem for WodFuse {
     }
 
     fn destroy(&mut self) {
+        self.pending.flush_all(&self.fs);
         if let Err(e) = self.fs.checkpoint() {
             log::error!("checkpoint at unmount failed: {e}");
         }
@@ -221,6 +227,7 @@ impl Filesystem for WodFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guarded("lookup", || {
+            self.pending.flush_all(&self.fs);
             let r = (|| {
                 let dir = self.path(parent)?;
                 let path = dir.join(name_bytes(name))?;
@@ -243,6 +250,7 @@ impl Filesystem for WodFuse {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         guarded("getattr", || {
+            self.pending.flush_all(&self.fs);
             let r = self.loc(ino).and_then(|l| self.fs.getattr(&l));
             reply_attr(reply, r);
         });
@@ -267,6 +275,7 @@ impl Filesystem for WodFuse {
         reply: ReplyAttr,
     ) {
         guarded("setattr", || {
+            self.pending.flush_all(&self.fs);
             let set = SetAttr {
                 mode,
                 uid,
@@ -284,6 +293,7 @@ impl Filesystem for WodFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         guarded("readlink", || {
+            self.pending.flush_all(&self.fs);
             match self.loc(ino).and_then(|l| self.fs.readlink(&l)) {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(errno(&e)),
@@ -302,6 +312,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("mknod", || {
+            self.pending.flush_all(&self.fs);
             let Some(kind) =
                 Kind::from_mode(mode).filter(|k| *k != Kind::Dir && *k != Kind::Symlink)
             else {
@@ -324,6 +335,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("mkdir", || {
+            self.pending.flush_all(&self.fs);
             let mut perm = mode & !umask & 0o7777;
             // A set-group-ID directory passes the bit on to subdirectories.
             if let Ok(dir) = self.path(parent) {
@@ -339,6 +351,7 @@ impl Filesystem for WodFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guarded("unlink", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .path(parent)
                 .and_then(|d| self.fs.unlink(&d, name_bytes(name)));
@@ -349,6 +362,7 @@ impl Filesystem for WodFuse {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guarded("rmdir", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .path(parent)
                 .and_then(|d| self.fs.rmdir(&d, name_bytes(name)));
@@ -366,6 +380,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("symlink", || {
+            self.pending.flush_all(&self.fs);
             let mut node = NewNode::new(Kind::Symlink, 0o777);
             node.target = target.as_os_str().as_bytes().to_vec();
             let r = self.make(req, parent, link_name, node);
@@ -384,6 +399,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("rename", || {
+            self.pending.flush_all(&self.fs);
             let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 RenameMode::Exchange
             } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -421,6 +437,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("link", || {
+            self.pending.flush_all(&self.fs);
             let r = (|| {
                 let old = self.loc(ino)?;
                 let dir = self.path(newparent)?;
@@ -454,6 +471,7 @@ impl Filesystem for WodFuse {
     ) {
         self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
         guarded("read", || {
+            self.pending.flush_all(&self.fs);
             match self
                 .loc(ino)
                 .and_then(|l| self.fs.read(&l, offset, size as usize))
@@ -482,9 +500,13 @@ impl Filesystem for WodFuse {
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         guarded("write", || {
             let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+            let end = offset.checked_add(data.len() as u64);
+            if end.is_none_or(|e| e > wodfs_fs::FILE_BYTES_MAX) {
+                return reply.error(Errno::EFBIG);
+            }
             match self
                 .loc(ino)
-                .and_then(|l| self.fs.write(&l, offset, data, kill))
+                .and_then(|l| self.pending.write(&self.fs, ino.0, l, offset, data, kill))
             {
                 Ok(_) => reply.written(data.len() as u32),
                 Err(e) => reply.error(errno(&e)),
@@ -495,12 +517,14 @@ impl Filesystem for WodFuse {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        guarded("flush", || {
+            reply_empty(reply, self.pending.settle(&self.fs, ino.0));
+        });
     }
 
     fn release(
@@ -514,20 +538,25 @@ impl Filesystem for WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("release", || {
-            reply_empty(reply, self.fs.release_file(ino.0))
+            let settled = self.pending.settle(&self.fs, ino.0);
+            let released = self.fs.release_file(ino.0);
+            reply_empty(reply, settled.and(released))
         });
     }
 
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.opts.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-        sync_in_background(&self.fs, reply);
+        guarded("fsync", || match self.pending.settle(&self.fs, ino.0) {
+            Ok(()) => sync_in_background(&self.fs, reply),
+            Err(e) => reply.error(errno(&e)),
+        });
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -544,6 +573,7 @@ impl Filesystem for WodFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.pending.flush_all(&self.fs);
         guarded("readdir", || match self.list(ino, fh, offset) {
             Ok(entries) => {
                 for (cookie, name, attr, _) in entries {
@@ -566,6 +596,7 @@ impl Filesystem for WodFuse {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.pending.flush_all(&self.fs);
         guarded("readdirplus", || match self.list(ino, fh, offset) {
             Ok(entries) => {
                 for (cookie, name, attr, loc) in entries {
@@ -610,6 +641,7 @@ impl Filesystem for WodFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         guarded("statfs", || {
+            self.pending.flush_all(&self.fs);
             let s = self.fs.statfs();
             reply.statfs(
                 s.blocks,
@@ -635,6 +667,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("setxattr", || {
+            self.pending.flush_all(&self.fs);
             let how = match flags {
                 0 => XattrSet::Upsert,
                 libc::XATTR_CREATE => XattrSet::Create,
@@ -650,6 +683,7 @@ impl Filesystem for WodFuse {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         guarded("getxattr", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
                 .and_then(|l| self.fs.get_xattr(&l, name_bytes(name)));
@@ -659,6 +693,7 @@ impl Filesystem for WodFuse {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         guarded("listxattr", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
                 .and_then(|l| self.fs.list_xattr(&l))
@@ -676,6 +711,7 @@ impl Filesystem for WodFuse {
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guarded("removexattr", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
                 .and_then(|l| self.fs.remove_xattr(&l, name_bytes(name)));
@@ -699,6 +735,7 @@ impl Filesystem for WodFuse {
         reply: ReplyCreate,
     ) {
         guarded("create", || {
+            self.pending.flush_all(&self.fs);
             let node = NewNode::new(Kind::File, (mode & !umask & 0o7777) as u16);
             match self.make(req, parent, name, node) {
                 Ok(a) => {
@@ -727,6 +764,7 @@ impl Filesystem for WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("fallocate", || {
+            self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
                 .and_then(|l| self.fs.fallocate(&l, offset, length, mode))
@@ -745,6 +783,7 @@ impl Filesystem for WodFuse {
         reply: ReplyLseek,
     ) {
         guarded("lseek", || {
+            self.pending.flush_all(&self.fs);
             let whence = match whence {
                 libc::SEEK_DATA => Seek::Data,
                 libc::SEEK_HOLE => Seek::Hole,
@@ -775,6 +814,7 @@ impl Filesystem for WodFuse {
         reply: ReplyWrite,
     ) {
         guarded("copy_file_range", || {
+            self.pending.flush_all(&self.fs);
             let r = (|| {
                 let src = self.loc(ino_in)?;
                 let dst = self.loc(ino_out)?;
@@ -801,6 +841,7 @@ impl Filesystem for WodFuse {
         reply: ReplyIoctl,
     ) {
         guarded("ioctl", || {
+            self.pending.flush_all(&self.fs);
             if cmd == WODFS_IOC_SYNC {
                 match self.fs.checkpoint() {
                     Ok(()) => reply.ioctl(0, &[]),

@@ -31,8 +31,11 @@
 //!   mount is busy it is detached lazily, and the daemon stays until the
 //!   last user lets go, then checkpoints and exits.
 
+#![warn(missing_docs)]
+
 mod adapter;
 mod convert;
+pub mod pending;
 mod serve;
 pub mod table;
 

@@ -15,6 +15,7 @@ use wodfs_engine::BackgroundConfig;
 use wodfs_fs::Fs;
 
 use crate::adapter::{AdapterOptions, RequestCounters, WodFuse};
+use crate::pending::PendingWrites;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -80,12 +81,14 @@ pub fn serve(
     opts: &MountOptions,
     ready: impl FnOnce(),
 ) -> io::Result<()> {
+    let pending = Arc::new(PendingWrites::new(Arc::clone(&opts.counters)));
     let adapter = WodFuse::new(
         Arc::clone(&fs),
         AdapterOptions {
             writeback_cache: opts.writeback_cache,
             counters: Arc::clone(&opts.counters),
         },
+        Arc::clone(&pending),
     );
     let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
     ready();
@@ -115,6 +118,7 @@ pub fn serve(
         checkpoint_every: Duration::from_secs(opts.checkpoint_secs.max(1)),
     });
     let served = session.run();
+    pending.flush_all(&fs);
     signals_handle.close();
     let _ = watcher.join();
     if let Err(e) = background.stop() {

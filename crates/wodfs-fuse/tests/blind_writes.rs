@@ -55,3 +55,28 @@ fn ten_thousand_cold_small_writes_read_nothing() {
     drop(f);
     m.unmount();
 }
+
+#[test]
+fn small_sequential_writes_are_coalesced_into_large_batches() {
+    require_fuse!();
+    let s = Scratch::new("coalesce");
+    mkfs(&s.image(), 1 << 30);
+    let m = mount(&s.image(), &s.mnt(), false);
+    let path = m.mnt.join("stream");
+    let piece: Vec<u8> = (0..16384u32).map(|i| (i % 241) as u8).collect();
+    let mut f = std::fs::File::create(&path).unwrap();
+    for _ in 0..256 {
+        std::io::Write::write_all(&mut f, &piece).unwrap();
+    }
+    drop(f);
+    assert!(m.counters.writes.load(Relaxed) >= 256);
+    let batches = m.counters.engine_writes.load(Relaxed);
+    assert!(
+        batches <= 5,
+        "4 MiB in 16 KiB pieces took {batches} engine writes"
+    );
+    let back = std::fs::read(&path).unwrap();
+    assert_eq!(back.len(), 4 << 20);
+    assert!(back.chunks(16384).all(|c| c == piece.as_slice()));
+    m.unmount();
+}

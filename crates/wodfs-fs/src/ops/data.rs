@@ -48,11 +48,14 @@ fn file_attr(fs: &Fs, loc: &Loc) -> FsResult<Attr> {
     }
 }
 
-/// Ops that write `data` at `offset` of the file at `loc`.
-pub(crate) fn write_ops(loc: &Loc, offset: u64, data: &[u8], ops: &mut Vec<Op>) {
+/// Ops that write `data` at `offset` of the file at `loc`, whose size is
+/// `size`. Whole blocks that may hold old data are cleared with one range
+/// delete first (so the tree prunes old leaves instead of reading them);
+/// blocks past the old end cannot, so appends send none.
+pub(crate) fn write_ops(loc: &Loc, offset: u64, data: &[u8], size: u64, ops: &mut Vec<Op>) {
     let end = offset + data.len() as u64;
     let first_full = offset.div_ceil(BLOCK);
-    let end_full = end / BLOCK;
+    let end_full = (end / BLOCK).min(size.div_ceil(BLOCK));
     if end_full >= first_full + 2 {
         ops.push(Op::DeleteRange {
             lo: loc.data_key(first_full),
@@ -209,7 +212,7 @@ impl Fs {
             return Ok(attr);
         }
         let mut ops = Vec::new();
-        write_ops(loc, offset, data, &mut ops);
+        write_ops(loc, offset, data, attr.size, &mut ops);
         attr.size = attr.size.max(offset + data.len() as u64);
         let now = Timespec::now();
         attr.mtime = now;
