@@ -36,6 +36,8 @@ pub struct MountOpts {
     pub checkpoint_secs: u64,
     /// Request threads.
     pub threads: usize,
+    /// `remount`: change flags of an existing mount (done by the kernel).
+    pub remount: bool,
 }
 
 impl Default for MountOpts {
@@ -46,6 +48,7 @@ impl Default for MountOpts {
             cache_bytes: 256 << 20,
             checkpoint_secs: 60,
             threads: 1,
+            remount: false,
         }
     }
 }
@@ -89,6 +92,7 @@ impl MountOpts {
                 "writeback" => self.writeback = true,
                 "nowriteback" => self.writeback = false,
                 "ro" => self.read_only = true,
+                "remount" => self.remount = true,
                 "cache" => {
                     self.cache_bytes = parse_size(value.ok_or_else(missing)?)? as usize;
                 }

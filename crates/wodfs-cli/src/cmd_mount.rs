@@ -46,6 +46,23 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
             s => pos.push(s.to_string()),
         }
     }
+    if opts.remount {
+        // A remount changes mount flags only (ro/rw): the kernel does it,
+        // the daemon keeps serving. mount(8) calls us for it as a helper.
+        let dir = pos.last().ok_or_else(|| Fail::new(USAGE))?;
+        let st = Command::new("mount")
+            .arg("-i")
+            .arg("-o")
+            .arg(raw_opts.join(","))
+            .arg(dir)
+            .status()
+            .map_err(|e| Fail::new(format!("cannot run mount(8): {e}")))?;
+        return if st.success() {
+            Ok(())
+        } else {
+            Err(Fail::new(format!("{dir}: remount failed")))
+        };
+    }
     let [image, dir] = pos.as_slice() else {
         return Err(Fail::new(USAGE));
     };
