@@ -77,6 +77,17 @@ const IGNORED: &[&str] = &[
     "default_permissions",
     "async",
     "sync",
+    "user_id",
+    "group_id",
+    "rootmode",
+    "max_read",
+    "blksize",
+    "fd",
+    "lazytime",
+    "nolazytime",
+    "diratime",
+    "nodiratime",
+    "strictatime",
 ];
 
 impl MountOpts {
