@@ -234,3 +234,54 @@ fn daemon_mount_sync_sigterm_and_remount() {
     assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
     wait_gone(pid);
 }
+
+#[test]
+fn sigkill_during_a_workload_loses_nothing_fsynced() {
+    if !fuse_ok() {
+        eprintln!("SKIPPED: needs root and /dev/fuse");
+        return;
+    }
+    let t = Tmp::new("sigkill");
+    let (img, mnt) = (t.p("img"), t.p("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    mkfs(&img);
+    let o = wodfs(&["mount", &img, &mnt]);
+    assert!(o.status.success(), "{}", text(&o));
+    // fsync'd files, then more work that nobody syncs.
+    for i in 0..20 {
+        let path = format!("{mnt}/synced-{i}");
+        let mut f = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut f, &vec![i as u8; 10_000 + i * 1000]).unwrap();
+        f.sync_all().unwrap();
+    }
+    std::fs::create_dir(format!("{mnt}/dir")).unwrap();
+    std::fs::File::open(format!("{mnt}/dir"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    for i in 0..200 {
+        std::fs::write(format!("{mnt}/dir/unsynced-{i}"), vec![1u8; 5000]).unwrap();
+    }
+    let pid = daemon_pid(&img).expect("daemon running");
+    Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    wait_gone(pid);
+    let _ = Command::new("umount").arg("-l").arg(&mnt).output();
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = wodfs(&["mount", &img, &mnt]);
+    assert!(o.status.success(), "{}", text(&o));
+    for i in 0..20 {
+        let data = std::fs::read(format!("{mnt}/synced-{i}")).unwrap();
+        assert_eq!(data, vec![i as u8; 10_000 + i * 1000], "synced-{i}");
+    }
+    assert!(Path::new(&format!("{mnt}/dir")).is_dir());
+    let pid = daemon_pid(&img).expect("daemon running");
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    wait_gone(pid);
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
