@@ -59,7 +59,7 @@ pub use format::FORMAT_VERSION;
 pub use msg::Msn;
 pub use table::BlockNum;
 pub use tree::{
-    prefix_successor, Background, BackgroundConfig, Op, RangeIter, Space, Tree, TreeStats,
+    prefix_successor, Background, BackgroundConfig, LogEnd, Op, RangeIter, Space, Tree, TreeStats,
     VerifyReport,
 };
 

@@ -39,6 +39,7 @@ use state::State;
 use stats::Stats;
 use write::Msg;
 
+pub use crate::wal::replay::LogEnd;
 pub use background::{Background, BackgroundConfig};
 pub use frame::prefix_successor;
 pub use stats::TreeStats;
@@ -137,6 +138,7 @@ struct Shared {
     stats: Stats,
     log: crate::wal::Log,
     late_binding_min_bytes: std::sync::atomic::AtomicUsize,
+    recovery: Mutex<LogEnd>,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -186,7 +188,7 @@ impl Tree {
             };
             checkpoint::open_state(env, cache_bytes)?
         };
-        let (log, records) = {
+        let (log, records, end) = {
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
@@ -207,10 +209,11 @@ impl Tree {
                 scan.chain,
                 scan.head,
             );
-            (log, scan.records)
+            (log, scan.records, scan.end)
         };
         let tree = Tree::from_parts(dev, cfg, state, stats, log);
-        tree.replay(records)?;
+        let end = tree.replay(records, end)?;
+        *tree.shared.recovery.lock() = end;
         Ok(tree)
     }
 
@@ -221,7 +224,7 @@ impl Tree {
     /// unbound inserts taking their values from the bound nodes. A batch
     /// with an unbound insert that has no binding was never acknowledged (a
     /// sync binds before it flushes): the log ends before it.
-    fn replay(&self, records: Vec<crate::wal::replay::Found>) -> Result<()> {
+    fn replay(&self, records: Vec<crate::wal::replay::Found>, mut end: LogEnd) -> Result<LogEnd> {
         use crate::wal::record::{decode_payload, Logged, Payload, Target};
         let env = self.env();
         let mut st = self.shared.state.write();
@@ -251,7 +254,10 @@ impl Tree {
                 match l {
                     Logged::Op(op) => ops.push(op),
                     Logged::Unbound { key, .. } => match bindings.get(&(lsn, i as u32)) {
-                        None => break 'records,
+                        None => {
+                            end = LogEnd::Unbound { lsn };
+                            break 'records;
+                        }
                         Some(Target::Obsolete) => {}
                         Some(t) => {
                             let value = bind::read_bound_value(env, t, &key)?;
@@ -271,7 +277,15 @@ impl Tree {
         if replayed {
             self.shared.stats.add_replayed();
         }
-        Ok(())
+        Ok(end)
+    }
+
+    /// Why the log ended where it did when this handle was opened. A
+    /// `Damaged` end names the device address of the record: a crash tears
+    /// the last write, so this is expected after a power loss during a
+    /// flush, but after a clean shutdown it means corruption.
+    pub fn log_end(&self) -> LogEnd {
+        self.shared.recovery.lock().clone()
     }
 
     fn from_parts(
@@ -291,6 +305,7 @@ impl Tree {
                 stats,
                 log,
                 late_binding_min_bytes: std::sync::atomic::AtomicUsize::new(LATE_BINDING_MIN_BYTES),
+                recovery: Mutex::new(LogEnd::Clean),
             }),
         }
     }

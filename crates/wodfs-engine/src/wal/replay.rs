@@ -12,9 +12,33 @@ pub(crate) struct Found {
     pub payload: Vec<u8>,
 }
 
+/// Why the log ended where it did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogEnd {
+    /// Nothing at the next position belongs to this lap of the log: the
+    /// normal end.
+    Clean,
+    /// A record sits at the next position (its LSN matches) but its length
+    /// or checksum is wrong: a write torn by a crash, or corruption. It and
+    /// anything after it were not replayed.
+    Damaged {
+        /// The record's LSN.
+        lsn: u64,
+        /// Its device address.
+        addr: u64,
+    },
+    /// A batch logged with unbound inserts whose binding record never
+    /// became durable (its sync did not complete): replay stopped before it.
+    Unbound {
+        /// The batch's LSN.
+        lsn: u64,
+    },
+}
+
 /// What replay found: the records, and where the log ends.
 #[derive(Debug)]
 pub(crate) struct Scan {
+    pub end: LogEnd,
     pub records: Vec<Found>,
     pub tail: u64,
     pub chain: u32,
@@ -48,6 +72,11 @@ pub(crate) fn scan(
     let mut records = Vec::new();
     let mut lsn = start;
     let mut prev = start_chain;
+    let mut end = LogEnd::Clean;
+    let damaged = |lsn: u64| LogEnd::Damaged {
+        lsn,
+        addr: region_offset + lsn % region_bytes,
+    };
     loop {
         if lsn - start + FRAME_HEADER_BYTES > region_bytes {
             break;
@@ -56,12 +85,17 @@ pub(crate) fn scan(
         let rec_lsn = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
         let len = u64::from(u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")));
         let stored_chain = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
-        if rec_lsn != lsn || len == 0 || lsn - start + FRAME_HEADER_BYTES + len > region_bytes {
+        if rec_lsn != lsn {
+            break;
+        }
+        if len == 0 || lsn - start + FRAME_HEADER_BYTES + len > region_bytes {
+            end = damaged(lsn);
             break;
         }
         let payload = at(lsn + FRAME_HEADER_BYTES, len as usize);
         let c = chain(prev, lsn, &payload);
         if c != stored_chain {
+            end = damaged(lsn);
             break;
         }
         records.push(Found { lsn, payload });
@@ -72,6 +106,7 @@ pub(crate) fn scan(
     let head_start = lsn / sector * sector;
     let head = at(head_start, (lsn - head_start) as usize);
     Ok(Scan {
+        end,
         records,
         tail: lsn,
         chain: prev,
