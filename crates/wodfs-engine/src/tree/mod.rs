@@ -139,6 +139,8 @@ struct Shared {
     log: crate::wal::Log,
     late_binding_min_bytes: std::sync::atomic::AtomicUsize,
     recovery: Mutex<LogEnd>,
+    /// The sequential stream being written: last insert key, bytes so far.
+    stream: Mutex<(Vec<u8>, usize)>,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -306,6 +308,7 @@ impl Tree {
                 log,
                 late_binding_min_bytes: std::sync::atomic::AtomicUsize::new(LATE_BINDING_MIN_BYTES),
                 recovery: Mutex::new(LogEnd::Clean),
+                stream: Mutex::new((Vec::new(), 0)),
             }),
         }
     }
@@ -406,11 +409,7 @@ impl Tree {
                 _ => 0,
             })
             .sum();
-        let late_binding = inserted
-            >= self
-                .shared
-                .late_binding_min_bytes
-                .load(std::sync::atomic::Ordering::Relaxed);
+        let late_binding = self.continues_stream(ops, inserted);
         let payload = crate::wal::record::encode_batch(ops, late_binding);
         let log = &self.shared.log;
         if payload.len() as u64 > log.max_payload_bytes() {
@@ -552,6 +551,40 @@ impl Tree {
         };
         let r = self.shared.log.sync_to(env, target);
         self.poison(r)
+    }
+
+    /// Late-binding decision: "at least 1 MiB of consecutive values". A
+    /// batch counts on its own if it is that large; smaller batches count
+    /// when they continue a stream: their inserts are in key order and
+    /// start after the previous batch's last insert (a file written
+    /// sequentially in 4–128 KiB pieces). The first 1 MiB of a stream is
+    /// logged in full.
+    fn continues_stream(&self, ops: &[Op], inserted: usize) -> bool {
+        let min = self
+            .shared
+            .late_binding_min_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let keys: Vec<&[u8]> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Insert { key, .. } => Some(key.as_slice()),
+                _ => None,
+            })
+            .collect();
+        let mut run = self.shared.stream.lock();
+        let ordered = keys.windows(2).all(|w| w[0] < w[1]);
+        let continues = ordered && keys.first().is_some_and(|k| run.0.as_slice() < *k) && run.1 > 0;
+        run.1 = if keys.is_empty() || !ordered {
+            0
+        } else if continues {
+            run.1.saturating_add(inserted)
+        } else {
+            inserted
+        };
+        if let Some(last) = keys.last() {
+            run.0 = last.to_vec();
+        }
+        inserted >= min || (continues && run.1 >= min && min != usize::MAX)
     }
 
     /// Binds every pending unbound insert and appends the binding record.
