@@ -60,16 +60,6 @@ fn utc_timestamp(secs: u64) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn timestamps() {
-        assert_eq!(super::utc_timestamp(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::utc_timestamp(1_795_298_493), "2026-11-21T22:01:33Z");
-        assert_eq!(super::utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
-    }
-}
-
 /// Installs the logger.
 pub fn init() {
     let level = match std::env::var("WODFS_LOG").as_deref() {
@@ -82,5 +72,15 @@ pub fn init() {
     };
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(level);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps() {
+        assert_eq!(super::utc_timestamp(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc_timestamp(1_795_298_493), "2026-11-21T22:01:33Z");
+        assert_eq!(super::utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
     }
 }
