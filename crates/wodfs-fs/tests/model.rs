@@ -33,7 +33,7 @@ fn run(ops: &[FsOp]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn random_sequences_match_the_model(ops in proptest::collection::vec(op_strategy(), 1..100)) {

@@ -312,8 +312,14 @@ pub fn extract(fs: &Fs) -> Namespace {
 
 /// Paths over a tiny name pool, so operations collide often.
 pub fn path_strategy() -> impl Strategy<Value = String> {
-    let name = prop_oneof![Just("a"), Just("b"), Just("c\u{1}"), Just("d")];
-    proptest::collection::vec(name, 1..4).prop_map(|names| format!("/{}", names.join("/")))
+    let name = || prop_oneof![Just("a"), Just("b"), Just("c\u{1}"), Just("d")];
+    // Mostly shallow paths, so most parents exist and operations succeed.
+    let names = prop_oneof![
+        5 => proptest::collection::vec(name(), 1..2),
+        4 => proptest::collection::vec(name(), 2..3),
+        2 => proptest::collection::vec(name(), 3..4),
+    ];
+    names.prop_map(|names| format!("/{}", names.join("/")))
 }
 
 /// One random operation.
