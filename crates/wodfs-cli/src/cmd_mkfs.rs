@@ -61,13 +61,22 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
     let dev = FileDevice::create(path, size).map_err(|e| Fail::new(format!("{image}: {e}")))?;
     let dev_bytes = dev.size_bytes();
     let mut cfg = Config::default();
-    if let Some(k) = node_kib {
-        cfg.node_bytes = k << 10;
-        cfg.partition_bytes = cfg.partition_bytes.min(cfg.node_bytes);
+    match node_kib {
+        Some(k) => cfg.node_bytes = k << 10,
+        // Small images get smaller nodes: the engine wants room for a few
+        // dozen nodes besides the log.
+        None if dev_bytes < 1 << 30 => {
+            let fit = (dev_bytes / 256).next_power_of_two() as usize;
+            cfg.node_bytes = fit.clamp(64 << 10, cfg.node_bytes);
+        }
+        None => {}
     }
+    cfg.partition_bytes = cfg.partition_bytes.min(cfg.node_bytes / 4).max(4096);
     // A small image gets a proportionally small log.
     cfg.log_bytes = (dev_bytes / 16).clamp(1 << 20, cfg.log_bytes) / 4096 * 4096;
-    cfg.cache_bytes = cfg.cache_bytes.max(8 * cfg.node_bytes);
+    cfg.cache_bytes = ((dev_bytes / 8) as usize)
+        .min(cfg.cache_bytes)
+        .max(8 * cfg.node_bytes);
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
     Fs::mkfs(Box::new(dev), cfg.clone(), uid, gid)

@@ -54,10 +54,20 @@ pub fn lock_image(path: &Path) -> Result<File, Fail> {
     )))
 }
 
-/// Opens the engine tree of an image.
+/// Opens the engine tree of an image. The node cache is capped at an
+/// eighth of the image (the engine keeps a third of the cache free on the
+/// device for checkpoints), unless the node size needs more.
 pub fn open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, Fail> {
+    use wodfs_device::Device;
     let dev = FileDevice::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
-    Tree::open(Box::new(dev), cache_bytes).map_err(|e| engine_fail(path, &e))
+    let capped = cache_bytes.min(((dev.size_bytes() / 8) as usize).max(2 << 20));
+    match Tree::open(Box::new(dev), capped) {
+        Err(wodfs_engine::Error::Config(_)) if capped < cache_bytes => {
+            let dev = FileDevice::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+            Tree::open(Box::new(dev), cache_bytes).map_err(|e| engine_fail(path, &e))
+        }
+        r => r.map_err(|e| engine_fail(path, &e)),
+    }
 }
 
 /// The message for an engine error while opening.
