@@ -285,3 +285,48 @@ fn sigkill_during_a_workload_loses_nothing_fsynced() {
     let o = wodfs(&["fsck", &img]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+#[test]
+fn a_full_small_image_says_enospc_and_recovers_after_rm() {
+    if !fuse_ok() {
+        eprintln!("SKIPPED: needs root and /dev/fuse");
+        return;
+    }
+    let t = Tmp::new("full");
+    let (img, mnt) = (t.p("img"), t.p("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let o = wodfs(&["mkfs", &img, "--size", "64M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = wodfs(&["mount", &img, &mnt]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut x = 99u64;
+    let chunk: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let err = {
+        let mut f = std::fs::File::create(format!("{mnt}/fill")).unwrap();
+        let mut err = None;
+        for i in 0..200u64 {
+            let mut c = chunk.clone();
+            c[..8].copy_from_slice(&i.to_le_bytes());
+            if let Err(e) = std::io::Write::write_all(&mut f, &c).and_then(|()| f.sync_all()) {
+                err = Some(e);
+                break;
+            }
+        }
+        err.expect("a 64 MiB image took 200 MiB")
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    std::fs::remove_file(format!("{mnt}/fill")).unwrap();
+    std::fs::write(format!("{mnt}/after"), b"room again").unwrap();
+    let pid = daemon_pid(&img).expect("daemon running");
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    wait_gone(pid);
+    let o = wodfs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
