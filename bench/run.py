@@ -51,7 +51,10 @@ def parse_args(argv):
         "--workload", action="append", help=f"comma-separated subset of {','.join(workloads.BY_NAME)}"
     )
     parser.add_argument("--mem-limit-mib", type=int, help="run the harness and FS daemons in a memory cgroup (v1)")
-    parser.add_argument("--workdir", default="/var/tmp/wodfs-bench", help="images, mount points, input cache")
+    parser.add_argument("--workdir", default="/var/tmp/wodfs-bench", help="images and mount points")
+    parser.add_argument(
+        "--cache-dir", default="/var/tmp/wodfs-bench-cache", help="decompressed source tarball, kept between runs"
+    )
     parser.add_argument("--out", default=str(BENCH / "out"), help="where reports go")
     parser.add_argument("--image-gib", type=int, help="size of each sparse image (default 32, quick 3)")
     parser.add_argument(
@@ -146,7 +149,7 @@ def main(argv):
         "series": {},
     }
     meta = run["meta"]
-    inputs = Inputs(workdir, args.quick, log)
+    inputs = Inputs(args.cache_dir, args.quick, log)
     fs_list = []
     for name in args.fs:
         fs = filesystems.make(name, workdir, args.image_gib * GIB, tools["fuse-ref"])

@@ -181,14 +181,16 @@ class FuseDaemon:
         self.process = None
         self.pid = None
 
-    def start(self, find_pid=None):
+    def start(self):
         self.log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.args, stdout=self.log, stderr=self.log, start_new_session=True)
-        system.wait_for_mount(self.mountpoint, None if find_pid else self.process)
+        try:
+            system.wait_for_mount(self.mountpoint, self.process)
+        except system.CommandError as error:
+            self._wait_exit(timeout_s=5.0)
+            tail = Path(self.log_path).read_bytes()[-600:].decode(errors="replace").strip()
+            raise system.CommandError(f"{error}; daemon log ends: {tail}") from None
         self.pid = self.process.pid
-        if find_pid is not None and self.process.poll() is not None:
-            # The daemon forked into the background: find it by its mount.
-            self.pid = find_pid()
 
     def stop(self, unmount_command=None):
         if system.is_mounted(self.mountpoint):
@@ -355,9 +357,8 @@ def find_wodfs():
 
 
 class Wodfs(FileSystem):
-    """wodfs through its CLI: `wodfs mkfs IMAGE`, `wodfs mount IMAGE DIR`
-    (foreground, or forking: then found by its command line),
-    `wodfs sync DIR`, `fusermount3 -u DIR`. IMAGE is the loop device, so
+    """wodfs through its CLI: `wodfs mkfs IMAGE`, `wodfs mount IMAGE DIR -f`
+    (foreground), `wodfs sync DIR`, `fusermount3 -u DIR`. IMAGE is the loop device, so
     its counters are wodfs's I/O."""
 
     name = "wodfs"
@@ -388,24 +389,16 @@ class Wodfs(FileSystem):
         self.loop.discard()
         system.run([self.binary, "mkfs", self.loop.device])
 
-    def _find_pid(self):
-        wanted = [self.binary, "mount", self.loop.device, str(self.mountpoint)]
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
-            except OSError:
-                continue
-            if argv[1:] == wanted[1:] and Path(argv[0]).name == "wodfs":
-                return int(proc.name)
-        return None
-
     def mount(self):
+        # -f: stay in the foreground, so the daemon's PID is known (CPU
+        # time) and unmount can wait until it has exited and let go of the
+        # device before the next mkfs.
         self.daemon = FuseDaemon(
-            [self.binary, "mount", self.loop.device, self.mountpoint], self.mountpoint, self.workdir / "wodfs.log"
+            [self.binary, "mount", self.loop.device, self.mountpoint, "-f"],
+            self.mountpoint,
+            self.workdir / "wodfs.log",
         )
-        self.daemon.start(find_pid=self._find_pid)
+        self.daemon.start()
 
     def unmount(self):
         if self.daemon is not None:

@@ -3,8 +3,9 @@ system is measured: the Linux source tarball (uncompressed, in /dev/shm so
 reading it costs no device I/O and survives drop_caches), an extracted
 copy as the rsync source, and a git repository of part of the tree.
 
-Derived files are cached under WORKDIR/cache between runs."""
+Derived files are cached (--cache-dir) between runs."""
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,12 +21,14 @@ SHM = Path("/dev/shm")
 
 
 class Inputs:
-    def __init__(self, workdir, quick, log):
-        self.cache = Path(workdir) / "cache"
+    def __init__(self, cache_dir, quick, log):
+        self.cache = Path(cache_dir)
         self.quick = quick
         self.log = log
         self.tag = "quick" if quick else "full"
-        self.shm = SHM / f"wodfs-bench-{self.tag}"
+        # Per process, so concurrent runs (a test beside a benchmark) never
+        # share or delete each other's inputs.
+        self.shm = SHM / f"wodfs-bench-{self.tag}-{os.getpid()}"
         self._tar = None
         self._tree = None
         self._repo = None

@@ -1,5 +1,6 @@
 """fs_mark: 4 KiB files, each fsynced before close (fsync-bound create)."""
 
+import os
 import re
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def run(ctx):
     directory.mkdir()
     # fs_mark refuses directory names of 40 bytes or more: go through a
     # short symlink.
-    short = Path(f"/tmp/fsmark-{ctx.fs.name}")
+    short = Path(f"/tmp/fsmark-{os.getpid()}-{ctx.fs.name}")
     if short.is_symlink() or short.exists():
         short.unlink()
     short.symlink_to(directory)

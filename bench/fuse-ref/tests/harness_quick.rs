@@ -1,0 +1,56 @@
+//! Runs the benchmark harness (bench/run.py) in --quick mode, so the
+//! harness and its workloads cannot rot. It uses the binaries of this
+//! build and its own work and output directories, so it can run beside a
+//! real benchmark. The file systems are the kernel ones and the two
+//! references; `BENCH_QUICK_FS` (e.g. `ext4,nullfs,passthrough,wodfs`)
+//! changes the list, so wodfs's own failures do not fail this crate.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FUSE_REF: &str = env!("CARGO_BIN_EXE_fuse-ref");
+const FSBENCH: &str = env!("CARGO_BIN_EXE_fsbench");
+
+fn skip_reason() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".to_string());
+    }
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root (the harness attaches loop devices and mounts)".to_string());
+    }
+    if Command::new("python3").arg("--version").output().is_err() {
+        return Some("python3 is missing".to_string());
+    }
+    None
+}
+
+#[test]
+fn harness_quick_mode_runs_every_workload() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let bin_dir = Path::new(FUSE_REF).parent().unwrap();
+    assert_eq!(Path::new(FSBENCH).parent().unwrap(), bin_dir);
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Not /tmp: loop images need a file system that supports O_DIRECT.
+    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-harness-{}", std::process::id()));
+    let file_systems = std::env::var("BENCH_QUICK_FS")
+        .unwrap_or_else(|_| "ext4,btrfs,xfs,nullfs,passthrough".to_string());
+    let status = Command::new("python3")
+        .arg(bench.join("run.py"))
+        .arg("--quick")
+        .arg("--fs")
+        .arg(&file_systems)
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .arg("--workdir")
+        .arg(scratch.join("work"))
+        .arg("--out")
+        .arg(scratch.join("out"))
+        .status()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(status.success(), "bench/run.py --quick failed: {status}");
+}
