@@ -1,0 +1,161 @@
+//! Requests on attributes, extended attributes and file-system statistics.
+
+// The signatures mirror fuser's `Filesystem` trait, argument for argument.
+#![allow(clippy::too_many_arguments)]
+
+use super::*;
+
+impl WodFuse {
+    pub(super) fn do_getattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        guarded("getattr", || {
+            self.pending.flush_all(&self.fs);
+            let r = self.loc(ino).and_then(|l| self.fs.getattr(&l));
+            reply_attr(reply, r);
+        });
+    }
+
+    pub(super) fn do_setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        guarded("setattr", || {
+            self.pending.flush_all(&self.fs);
+            let set = SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime: atime.map(set_time),
+                mtime: mtime.map(set_time),
+                ctime: ctime.map(Into::into),
+                kill_priv: req.uid() != 0,
+            };
+            let r = self.loc(ino).and_then(|l| self.fs.setattr(&l, &set));
+            reply_attr(reply, r);
+        });
+    }
+
+    pub(super) fn do_statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        guarded("statfs", || {
+            self.pending.flush_all(&self.fs);
+            let s = self.fs.statfs();
+            reply.statfs(
+                s.blocks,
+                s.blocks_free,
+                s.blocks_avail,
+                s.files,
+                s.files_free,
+                s.block_bytes,
+                s.name_bytes_max,
+                s.block_bytes,
+            );
+        });
+    }
+
+    pub(super) fn do_setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        guarded("setxattr", || {
+            self.pending.flush_all(&self.fs);
+            let how = match flags {
+                0 => XattrSet::Upsert,
+                libc::XATTR_CREATE => XattrSet::Create,
+                libc::XATTR_REPLACE => XattrSet::Replace,
+                _ => return reply.error(Errno::EINVAL),
+            };
+            let r = self
+                .loc(ino)
+                .and_then(|l| self.fs.set_xattr(&l, name_bytes(name), value, how));
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_getxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        guarded("getxattr", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .loc(ino)
+                .and_then(|l| self.fs.get_xattr(&l, name_bytes(name)));
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    pub(super) fn do_listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        guarded("listxattr", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .loc(ino)
+                .and_then(|l| self.fs.list_xattr(&l))
+                .map(|names| {
+                    let mut out = Vec::new();
+                    for n in names {
+                        out.extend_from_slice(&n);
+                        out.push(0);
+                    }
+                    out
+                });
+            reply_xattr(reply, size, r);
+        });
+    }
+
+    pub(super) fn do_removexattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+    ) {
+        guarded("removexattr", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .loc(ino)
+                .and_then(|l| self.fs.remove_xattr(&l, name_bytes(name)));
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_access(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mask: AccessFlags,
+        reply: ReplyEmpty,
+    ) {
+        // default_permissions: the kernel has checked already.
+        reply.ok();
+    }
+}

@@ -1,0 +1,238 @@
+//! Requests that look up, create, link, rename and remove names.
+
+// The signatures mirror fuser's `Filesystem` trait, argument for argument.
+#![allow(clippy::too_many_arguments)]
+
+use super::*;
+
+impl WodFuse {
+    pub(super) fn do_lookup(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        guarded("lookup", || {
+            self.pending.flush_all(&self.fs);
+            let r = (|| {
+                let dir = self.path(parent)?;
+                let path = dir.join(name_bytes(name))?;
+                Ok(self.fs.try_resolve(&path)?.map(|(a, loc)| {
+                    self.entry(parent, name_bytes(name), &a, &loc);
+                    a
+                }))
+            })();
+            match r {
+                Ok(Some(a)) => reply.entry(&TTL, &file_attr(&a), GEN),
+                Ok(None) => reply.entry(&TTL, &negative_attr(), GEN),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        guarded("forget", || self.table.lock().forget(ino.0, nlookup));
+    }
+
+    pub(super) fn do_readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        guarded("readlink", || {
+            self.pending.flush_all(&self.fs);
+            match self.loc(ino).and_then(|l| self.fs.readlink(&l)) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        guarded("mknod", || {
+            self.pending.flush_all(&self.fs);
+            let Some(kind) =
+                Kind::from_mode(mode).filter(|k| *k != Kind::Dir && *k != Kind::Symlink)
+            else {
+                return reply.error(Errno::EINVAL);
+            };
+            let mut node = NewNode::new(kind, (mode & !umask & 0o7777) as u16);
+            node.rdev = rdev;
+            let r = self.make(req, parent, name, node);
+            self.reply_entry(reply, r);
+        });
+    }
+
+    pub(super) fn do_mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        guarded("mkdir", || {
+            self.pending.flush_all(&self.fs);
+            let mut perm = mode & !umask & 0o7777;
+            // A set-group-ID directory passes the bit on to subdirectories.
+            if let Ok(dir) = self.path(parent) {
+                if let Ok((d, _)) = self.fs.resolve(&dir) {
+                    perm |= u32::from(d.perm) & libc::S_ISGID;
+                }
+            }
+            let node = NewNode::new(Kind::Dir, perm as u16);
+            let r = self.make(req, parent, name, node);
+            self.reply_entry(reply, r);
+        });
+    }
+
+    pub(super) fn do_unlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+    ) {
+        guarded("unlink", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .path(parent)
+                .and_then(|d| self.fs.unlink(&d, name_bytes(name)));
+            let r = r.map(|removed| self.table.lock().removed(removed.ino, removed.inode_loc));
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_rmdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+    ) {
+        guarded("rmdir", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .path(parent)
+                .and_then(|d| self.fs.rmdir(&d, name_bytes(name)));
+            let r = r.map(|removed| self.table.lock().removed(removed.ino, false));
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        guarded("symlink", || {
+            self.pending.flush_all(&self.fs);
+            let mut node = NewNode::new(Kind::Symlink, 0o777);
+            node.target = target.as_os_str().as_bytes().to_vec();
+            let r = self.make(req, parent, link_name, node);
+            self.reply_entry(reply, r);
+        });
+    }
+
+    pub(super) fn do_rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        guarded("rename", || {
+            self.pending.flush_all(&self.fs);
+            let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+                RenameMode::Exchange
+            } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                RenameMode::NoReplace
+            } else if flags.is_empty() {
+                RenameMode::Replace
+            } else {
+                return reply.error(Errno::EINVAL);
+            };
+            let (name, newname) = (name_bytes(name), name_bytes(newname));
+            let r = (|| {
+                let od = self.path(parent)?;
+                let nd = self.path(newparent)?;
+                let done = self.fs.rename(&od, name, &nd, newname, mode)?;
+                let mut t = self.table.lock();
+                if let Some(rep) = done.replaced {
+                    t.removed(rep.ino, rep.inode_loc);
+                }
+                t.renamed(done.ino, newparent.0, newname);
+                if let Some(other) = done.exchanged {
+                    t.renamed(other, parent.0, name);
+                }
+                Ok(())
+            })();
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        guarded("link", || {
+            self.pending.flush_all(&self.fs);
+            let r = (|| {
+                let old = self.loc(ino)?;
+                let dir = self.path(newparent)?;
+                let a = self.fs.link(&old, &dir, name_bytes(newname))?;
+                let mut t = self.table.lock();
+                t.linked(a.ino);
+                t.remember(a.ino, newparent.0, name_bytes(newname), &Loc::Inode(a.ino));
+                Ok(a)
+            })();
+            self.reply_entry(reply, r);
+        });
+    }
+
+    pub(super) fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        guarded("create", || {
+            self.pending.flush_all(&self.fs);
+            let node = NewNode::new(Kind::File, (mode & !umask & 0o7777) as u16);
+            match self.make(req, parent, name, node) {
+                Ok(a) => {
+                    self.fs.open_file(a.ino);
+                    reply.created(
+                        &TTL,
+                        &file_attr(&a),
+                        GEN,
+                        FileHandle(0),
+                        FopenFlags::empty(),
+                    );
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+}

@@ -1,0 +1,222 @@
+//! Requests on open files: data, durability, space, seeking, copying, ioctl.
+
+// The signatures mirror fuser's `Filesystem` trait, argument for argument.
+#![allow(clippy::too_many_arguments)]
+
+use super::*;
+
+impl WodFuse {
+    pub(super) fn do_open(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _flags: OpenFlags,
+        reply: ReplyOpen,
+    ) {
+        guarded("open", || {
+            self.fs.open_file(ino.0);
+            reply.opened(FileHandle(0), FopenFlags::empty());
+        });
+    }
+
+    pub(super) fn do_read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
+        guarded("read", || {
+            self.pending.flush_all(&self.fs);
+            match self
+                .loc(ino)
+                .and_then(|l| self.fs.read(&l, offset, size as usize))
+            {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let c = &self.opts.counters;
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.write_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        guarded("write", || {
+            let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+            let end = offset.checked_add(data.len() as u64);
+            if end.is_none_or(|e| e > wodfs_fs::FILE_BYTES_MAX) {
+                return reply.error(Errno::EFBIG);
+            }
+            match self
+                .loc(ino)
+                .and_then(|l| self.pending.write(&self.fs, ino.0, l, offset, data, kill))
+            {
+                Ok(_) => reply.written(data.len() as u32),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        guarded("flush", || {
+            reply_empty(reply, self.pending.settle(&self.fs, ino.0));
+        });
+    }
+
+    pub(super) fn do_release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        guarded("release", || {
+            let settled = self.pending.settle(&self.fs, ino.0);
+            let released = self.fs.release_file(ino.0);
+            reply_empty(reply, settled.and(released))
+        });
+    }
+
+    pub(super) fn do_fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.opts.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+        guarded("fsync", || match self.pending.settle(&self.fs, ino.0) {
+            Ok(()) => sync_in_background(&self.fs, reply),
+            Err(e) => reply.error(errno(&e)),
+        });
+    }
+
+    pub(super) fn do_fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        guarded("fallocate", || {
+            self.pending.flush_all(&self.fs);
+            let r = self
+                .loc(ino)
+                .and_then(|l| self.fs.fallocate(&l, offset, length, mode))
+                .map(|_| ());
+            reply_empty(reply, r);
+        });
+    }
+
+    pub(super) fn do_lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        guarded("lseek", || {
+            self.pending.flush_all(&self.fs);
+            let whence = match whence {
+                libc::SEEK_DATA => Seek::Data,
+                libc::SEEK_HOLE => Seek::Hole,
+                libc::SEEK_SET => return reply.offset(offset),
+                _ => return reply.error(Errno::EINVAL),
+            };
+            let Ok(off) = u64::try_from(offset) else {
+                return reply.error(Errno::ENXIO);
+            };
+            match self.loc(ino).and_then(|l| self.fs.seek(&l, off, whence)) {
+                Ok(o) => reply.offset(o as i64),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        guarded("copy_file_range", || {
+            self.pending.flush_all(&self.fs);
+            let r = (|| {
+                let src = self.loc(ino_in)?;
+                let dst = self.loc(ino_out)?;
+                // Replies carry a 32-bit count; the kernel loops for more.
+                let len = len.min(1 << 30);
+                self.fs.copy_range(&src, offset_in, &dst, offset_out, len)
+            })();
+            match r {
+                Ok(n) => reply.written(n as u32),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    pub(super) fn do_ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        guarded("ioctl", || {
+            self.pending.flush_all(&self.fs);
+            if cmd == WODFS_IOC_SYNC {
+                match self.fs.checkpoint() {
+                    Ok(()) => reply.ioctl(0, &[]),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            } else {
+                reply.error(Errno::ENOTTY);
+            }
+        });
+    }
+}
