@@ -12,14 +12,26 @@ use wodfs_engine::{Config, Op, Tree};
 
 fn key(i: u64) -> Vec<u8> {
     let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x.to_be_bytes().iter().chain(&i.to_le_bytes()).copied().collect()
+    x.to_be_bytes()
+        .iter()
+        .chain(&i.to_le_bytes())
+        .copied()
+        .collect()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let records: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
+    let records: u64 = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1_000_000);
     let sizes: Vec<usize> = args.map(|s| s.parse()).collect::<Result<_, _>>()?;
-    let sizes = if sizes.is_empty() { vec![128, 32, 16] } else { sizes };
+    let sizes = if sizes.is_empty() {
+        vec![128, 32, 16]
+    } else {
+        sizes
+    };
     for kib in sizes {
         let path = std::env::temp_dir().join(format!("wodfs-point-reads-{kib}.img"));
         let cfg = Config {
