@@ -78,6 +78,8 @@ class FileSystem:
 
     def setup(self):
         self.mountpoint.mkdir(parents=True, exist_ok=True)
+        # A run killed with SIGKILL leaves its mounts behind.
+        system.unmount(self.mountpoint)
 
     def mkfs(self):
         raise NotImplementedError

@@ -128,6 +128,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_panicking_handler_is_contained_and_drops_what_it_owned() {
+        let owned = std::sync::Arc::new(());
+        let held = std::sync::Arc::clone(&owned);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        guarded("test", move || {
+            let _reply = held;
+            panic!("handler bug");
+        });
+        std::panic::set_hook(hook);
+        // The closure's captures (the reply, in a real handler) were
+        // dropped while unwinding: fuser answers EIO from that drop.
+        assert_eq!(std::sync::Arc::strong_count(&owned), 1);
+    }
+
+    #[test]
     fn kill_suid_keeps_sgid_without_group_exec() {
         assert_eq!(kill_suid_sgid(0o6755), 0o0755);
         assert_eq!(kill_suid_sgid(0o6745), 0o2745);
