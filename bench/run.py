@@ -173,18 +173,17 @@ def main(argv):
             meta["workload_skipped"][name] = why
         else:
             selected.append(module)
-    # Inputs are built before the cgroup so their memory is not charged to it.
-    for module in selected:
-        if module.NAME == "srctree":
-            inputs.source_tar()
-            inputs.source_tree()
-        if module.NAME == "git":
-            inputs.git_repo()
-
     cgroup = MemoryCgroup(args.mem_limit_mib) if args.mem_limit_mib else None
     set_up = []
     t_start = time.monotonic()
     try:
+        # Inputs are built before the cgroup so their memory is not charged to it.
+        for module in selected:
+            if module.NAME == "srctree":
+                inputs.source_tar()
+                inputs.source_tree()
+            if module.NAME == "git":
+                inputs.git_repo()
         if cgroup:
             cgroup.enter()
             log(f"memory cgroup {cgroup.path} limited to {args.mem_limit_mib} MiB")
