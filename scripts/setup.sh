@@ -33,7 +33,7 @@ if [ -f "$HOME/.cargo/env" ]; then
     # shellcheck disable=SC1091
     . "$HOME/.cargo/env"
 fi
-cargo build --release --locked -p wodfs-cli
+cargo build --release -p wodfs-cli
 install -m 0755 target/release/wodfs /usr/local/bin/wodfs
 # mount(8) runs /sbin/mount.fuse.wodfs for `mount -t fuse.wodfs` and fstab;
 # fsck(8) runs fsck.fuse.wodfs.

@@ -34,9 +34,9 @@ log "cargo fmt --check"
 cargo fmt --all --check
 
 log "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 
 log "cargo test (profile ci: optimized, debug assertions on)"
-cargo test --workspace --profile ci --locked
+cargo test --workspace --profile ci
 
 log "all tests passed"
