@@ -12,6 +12,11 @@ use crate::{check_range, Device};
 ///
 /// [`Device::sync`] is `fdatasync`: it makes written data durable without
 /// flushing metadata such as timestamps that the image does not need.
+///
+/// The open file holds an exclusive advisory lock (`flock`) for as long as
+/// the device lives: two processes writing one image would destroy it (a
+/// daemon still writing its last checkpoint after an unmount, a `mkfs` or a
+/// second mount), so the second opener gets a clear error instead.
 #[derive(Debug)]
 pub struct FileDevice {
     file: File,
@@ -23,7 +28,9 @@ impl FileDevice {
     /// seeking to the end, because block devices report a zero length in
     /// their metadata.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+        lock_exclusive(&file, path)?;
         let size_bytes = file.seek(SeekFrom::End(0))?;
         Ok(Self { file, size_bytes })
     }
@@ -53,14 +60,32 @@ impl FileDevice {
             }
             return Ok(device);
         }
+        // Lock before truncating: an image in use must not be wiped.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)?;
+        lock_exclusive(&file, path)?;
+        file.set_len(0)?;
         file.set_len(size_bytes)?;
         Ok(Self { file, size_bytes })
+    }
+}
+
+/// Takes the image's exclusive lock, or explains who holds it.
+fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!(
+                "{} is in use by another process (a mounted or still-unmounting wodfs, or a running mkfs/fsck)",
+                path.display()
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
     }
 }
 

@@ -150,3 +150,17 @@ fn devices_work_behind_arc_and_box() {
     let boxed: Box<dyn Device> = Box::new(MemDevice::new(8192));
     round_trip(&boxed);
 }
+
+#[test]
+fn an_image_can_be_opened_by_one_device_at_a_time() {
+    let path = std::env::temp_dir().join(format!("wodfs-device-lock-{}.img", std::process::id()));
+    let first = wodfs_device::FileDevice::create(&path, 1 << 20).unwrap();
+    let err = wodfs_device::FileDevice::open(&path).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ResourceBusy, "{err}");
+    // create must not wipe an image in use either.
+    let err = wodfs_device::FileDevice::create(&path, 1 << 20).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ResourceBusy, "{err}");
+    drop(first);
+    wodfs_device::FileDevice::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+}
