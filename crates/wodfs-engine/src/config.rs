@@ -101,7 +101,7 @@ impl Config {
                 self.cache_bytes, self.node_bytes
             )));
         }
-        if self.log_bytes % BLOCK_BYTES != 0 {
+        if !self.log_bytes.is_multiple_of(BLOCK_BYTES) {
             return Err(Error::Config(format!(
                 "log_bytes {} must be a multiple of {BLOCK_BYTES}",
                 self.log_bytes

@@ -89,7 +89,7 @@ fn readers_writers_and_checkpoints_in_parallel() {
                         assert!(valid(k, &v), "torn value for key {k}");
                     }
                     reads += 1;
-                    if reads % 500 == 0 {
+                    if reads.is_multiple_of(500) {
                         let got = tree
                             .range(b"/k/000100", Some(b"/k/000200"))
                             .collect::<Result<Vec<_>, _>>()

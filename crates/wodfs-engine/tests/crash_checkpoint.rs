@@ -128,14 +128,8 @@ fn crash_once(seed: u64, cut_after_writes: u64) -> &'static str {
 
 #[test]
 fn power_cut_at_any_write_recovers_a_checkpoint() {
-    let seeds = std::env::var("WODFS_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(12u64);
-    let per_seed = std::env::var("WODFS_CRASH_POINTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60u64);
+    let seeds = common::env_u64("WODFS_CRASH_SEEDS", 12);
+    let per_seed = common::env_u64("WODFS_CRASH_POINTS", 60);
     let mut phases: HashMap<&'static str, u64> = HashMap::new();
     for seed in 1..=seeds {
         // Count the writes of an uninterrupted run, then cut inside it.

@@ -221,14 +221,8 @@ fn crash_once(seed: u64, cut: u64, late: bool) -> (&'static str, bool) {
 }
 
 fn crash_many(late: bool, required: &[&str]) {
-    let env = |k: &str, d: u64| {
-        std::env::var(k)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(d)
-    };
-    let seeds = env("WODFS_CRASH_SEEDS", 10);
-    let per_seed = env("WODFS_CRASH_POINTS", 100);
+    let seeds = common::env_u64("WODFS_CRASH_SEEDS", 10);
+    let per_seed = common::env_u64("WODFS_CRASH_POINTS", 100);
     let mut phases: HashMap<&'static str, u64> = HashMap::new();
     let mut with_unbound = 0;
     for seed in 1..=seeds {

@@ -4,6 +4,8 @@
 //! it into the corpus as a regression. `WODFS_FUZZ_ITERS` raises the count
 //! for a long soak; `WODFS_WRITE_CORPUS=1` refreshes the seed files.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -98,10 +100,7 @@ fn mutate(r: &mut Rng, input: &[u8]) -> Vec<u8> {
 
 #[test]
 fn decoders_never_panic_on_mutated_input() {
-    let iters: usize = std::env::var("WODFS_FUZZ_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_000);
+    let iters = common::env_u64("WODFS_FUZZ_ITERS", 20_000) as usize;
     let samples = fuzz::image_samples(&sample_image());
     let write = std::env::var("WODFS_WRITE_CORPUS").is_ok();
     for (name, decode) in DECODERS {

@@ -7,6 +7,8 @@
 //! `WODFS_RECOVERY_LOG_MIB` sets the log size (default 4; the default
 //! configuration's is 64).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,10 +17,7 @@ use wodfs_engine::{Config, Tree};
 
 #[test]
 fn a_full_log_replays_every_record_once() {
-    let log_mib: u64 = std::env::var("WODFS_RECOVERY_LOG_MIB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let log_mib: u64 = common::env_u64("WODFS_RECOVERY_LOG_MIB", 4);
     let cfg = Config {
         node_bytes: 256 << 10,
         partition_bytes: 32 << 10,

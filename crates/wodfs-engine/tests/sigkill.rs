@@ -89,10 +89,7 @@ fn child_workload() {
 
 #[test]
 fn sigkill_at_random_moments_loses_nothing_acknowledged() {
-    let runs: u64 = std::env::var("WODFS_SIGKILL_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+    let runs: u64 = common::env_u64("WODFS_SIGKILL_RUNS", 8);
     let exe = std::env::current_exe().unwrap();
     let mut killed_mid_run = 0;
     for run in 0..runs {

@@ -4,6 +4,8 @@
 //! the device about once; with full logging, about twice.
 //! `WODFS_WA_MIB` sets the size (default 96 MiB; the issue measures 4 GiB).
 
+mod common;
+
 use std::sync::Arc;
 
 use wodfs_device::{CountingDevice, MemDevice};
@@ -56,10 +58,7 @@ fn run(total_mib: u64, batch_kib: u64, late_binding: bool) -> (f64, f64) {
 
 #[test]
 fn sequential_write_is_written_about_once_with_late_binding() {
-    let mib: u64 = std::env::var("WODFS_WA_MIB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96);
+    let mib: u64 = common::env_u64("WODFS_WA_MIB", 96);
     for batch_kib in [1024, 128] {
         let (wa, log_share) = run(mib, batch_kib, true);
         let (wa_full, log_share_full) = run(mib.min(96), batch_kib, false);

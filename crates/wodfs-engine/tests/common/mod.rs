@@ -77,3 +77,11 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// A number from the environment (soak and size knobs), or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
