@@ -6,7 +6,7 @@ use std::path::Path;
 
 use wodfs_fs::{Fs, FsOptions};
 
-use crate::image::{lock_image, open_tree, Fail};
+use crate::image::{open_tree, Fail};
 
 /// Runs `fsck`; returns the exit code.
 pub fn run(args: &[String]) -> Result<u8, Fail> {
@@ -19,14 +19,10 @@ pub fn run(args: &[String]) -> Result<u8, Fail> {
         });
     };
     let path = Path::new(image.as_str());
-    let _lock = lock_image(path).map_err(|f| Fail {
-        msg: f.msg,
-        code: 8,
-    })?;
     let tree = match open_tree(path, 256 << 20) {
         Ok(t) => t,
         Err(f) => {
-            let code = if path.exists() { 4 } else { 8 };
+            let code = if f.code == 8 || !path.exists() { 8 } else { 4 };
             return Err(Fail { msg: f.msg, code });
         }
     };

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::image::{engine_fail, lock_image, open_tree, Fail};
+use crate::image::{engine_fail, open_tree, Fail};
 
 /// Runs `stat`.
 pub fn run(args: &[String]) -> Result<(), Fail> {
@@ -10,13 +10,6 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         return Err(Fail::new("usage: wodfs stat IMAGE"));
     };
     let path = Path::new(image);
-    let lock = lock_image(path);
-    if let Err(f) = &lock {
-        if !path.exists() {
-            return Err(Fail::new(f.msg.clone()));
-        }
-        eprintln!("wodfs: {image} is in use; showing its last checkpoint");
-    }
     let tree = open_tree(path, 256 << 20)?;
     let report = tree.verify().map_err(|e| engine_fail(path, &e))?;
     let space = tree.space();

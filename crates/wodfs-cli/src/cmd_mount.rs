@@ -14,7 +14,7 @@ use wodfs_fs::FsOptions;
 use wodfs_fuse::MountOptions;
 
 use crate::args::MountOpts;
-use crate::image::{lock_image, open_fs, Fail};
+use crate::image::{open_fs, Fail};
 
 const USAGE: &str = "usage: wodfs mount IMAGE DIR [-f] [-o opt,...]";
 const DAEMON_ENV: &str = "WODFS_DAEMON";
@@ -96,7 +96,6 @@ fn short_io(e: &std::io::Error) -> String {
 }
 
 fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Result<(), Fail> {
-    let _lock = lock_image(image)?;
     let fs = open_fs(image, opts.cache_bytes, FsOptions::default())?;
     let mopts = MountOptions {
         fs_name: image.display().to_string(),

@@ -1,11 +1,9 @@
 //! Opening images with one-line, human errors, and the per-image lock that
 //! keeps two processes from using one image.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use rustix::fs::{flock, FlockOperation};
 use wodfs_device::FileDevice;
 use wodfs_engine::Tree;
 use wodfs_fs::{Fs, FsError, FsOptions};
@@ -37,21 +35,28 @@ fn io_msg(path: &Path, e: &io::Error) -> String {
     }
 }
 
-/// Takes the exclusive lock of `path` (held while the file stays open).
-/// Waits up to 10 s: right after `umount` returns, the daemon may still be
-/// writing its last checkpoint.
-pub fn lock_image(path: &Path) -> Result<File, Fail> {
-    let f = File::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+/// Opens the image's device. The device holds the image's exclusive
+/// lock while it lives; a busy image is retried for up to 10 s, because
+/// right after `umount` returns the daemon may still be writing its last
+/// checkpoint. A busy image fails with exit code 8 (fsck's "operational
+/// error").
+pub fn open_device(path: &Path) -> Result<FileDevice, Fail> {
     for _ in 0..100 {
-        if flock(&f, FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return Ok(f);
+        match FileDevice::open(path) {
+            Ok(dev) => return Ok(dev),
+            Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => return Err(Fail::new(io_msg(path, &e))),
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    Err(Fail::new(format!(
-        "{}: in use by another wodfs process (mounted?)",
-        path.display()
-    )))
+    Err(Fail {
+        msg: format!(
+            "{}: in use by another wodfs process (mounted?)",
+            path.display()
+        ),
+        code: 8,
+    })
 }
 
 /// Opens the engine tree of an image. The node cache is capped at an
@@ -59,11 +64,11 @@ pub fn lock_image(path: &Path) -> Result<File, Fail> {
 /// device for checkpoints), unless the node size needs more.
 pub fn open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, Fail> {
     use wodfs_device::Device;
-    let dev = FileDevice::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+    let dev = open_device(path)?;
     let capped = cache_bytes.min(((dev.size_bytes() / 8) as usize).max(2 << 20));
     match Tree::open(Box::new(dev), capped) {
         Err(wodfs_engine::Error::Config(_)) if capped < cache_bytes => {
-            let dev = FileDevice::open(path).map_err(|e| Fail::new(io_msg(path, &e)))?;
+            let dev = open_device(path)?;
             Tree::open(Box::new(dev), cache_bytes).map_err(|e| engine_fail(path, &e))
         }
         r => r.map_err(|e| engine_fail(path, &e)),

@@ -40,7 +40,7 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
     let mut candidates = vec![ns.clone()];
     for (i, op) in ops.iter().enumerate() {
         if let FsOp::Reopen = op {
-            let synced = if i % 2 == 0 {
+            let synced = if i & 1 == 0 {
                 fs.fsync()
             } else {
                 fs.checkpoint()

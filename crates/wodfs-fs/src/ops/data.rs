@@ -135,10 +135,11 @@ pub(crate) fn resize_ops(loc: &Loc, old: u64, new: u64, ops: &mut Vec<Op>) {
         lo: loc.data_key(keep),
         hi: loc.blocks().end,
     });
-    if new % BLOCK != 0 {
+    let tail = new % BLOCK;
+    if tail != 0 {
         ops.push(Op::Truncate {
             key: loc.data_key(new / BLOCK),
-            len: (new % BLOCK) as u32,
+            len: tail as u32,
         });
     }
 }

@@ -49,7 +49,8 @@ impl Fs {
     }
 
     /// Creates `dir/name` (any kind; a symlink needs `node.target`).
-    /// Returns its attributes; the new object lives at its path.
+    /// Returns its attributes; the new object lives at its path. In a
+    /// set-group-ID directory the new object takes the directory's group.
     pub fn make(&self, dir: &FsPath, name: &[u8], node: NewNode) -> FsResult<Attr> {
         let path = dir.join(name)?;
         if node.kind == Kind::Symlink {
@@ -68,6 +69,14 @@ impl Fs {
         let now = Timespec::now();
         let (ino, counter) = self.alloc_ino(&g);
         let mut attr = Attr::new(ino, node.kind, node.perm, node.uid, node.gid, now);
+        // A set-group-ID directory gives new entries its group, and new
+        // subdirectories its set-group-ID bit (BSD semantics).
+        if parent.perm & (libc::S_ISGID as u16) != 0 {
+            attr.gid = parent.gid;
+            if node.kind == Kind::Dir {
+                attr.perm |= libc::S_ISGID as u16;
+            }
+        }
         attr.rdev = node.rdev;
         if node.kind == Kind::Symlink {
             attr.size = node.target.len() as u64;

@@ -80,13 +80,7 @@ impl WodFuse {
     ) {
         guarded("mkdir", || {
             self.pending.flush_all(&self.fs);
-            let mut perm = mode & !umask & 0o7777;
-            // A set-group-ID directory passes the bit on to subdirectories.
-            if let Ok(dir) = self.path(parent) {
-                if let Ok((d, _)) = self.fs.resolve(&dir) {
-                    perm |= u32::from(d.perm) & libc::S_ISGID;
-                }
-            }
+            let perm = mode & !umask & 0o7777;
             let node = NewNode::new(Kind::Dir, perm as u16);
             let r = self.make(req, parent, name, node);
             self.reply_entry(reply, r);

@@ -120,22 +120,12 @@ impl WodFuse {
         let dir = self.path(parent)?;
         let mut node = node;
         node.uid = req.uid();
-        node.gid = self.new_gid(req, &dir)?;
+        node.gid = req.gid();
         let name = name_bytes(name);
         let attr = self.fs.make(&dir, name, node)?;
         let loc = Loc::Path(dir.join(name)?);
         self.entry(parent, name, &attr, &loc);
         Ok(attr)
-    }
-
-    /// Group of a new inode: the directory's if it is set-group-ID.
-    fn new_gid(&self, req: &Request, dir: &FsPath) -> FsResult<u32> {
-        let (d, _) = self.fs.resolve(dir)?;
-        if u32::from(d.perm) & libc::S_ISGID != 0 {
-            Ok(d.gid)
-        } else {
-            Ok(req.gid())
-        }
     }
 
     fn list(

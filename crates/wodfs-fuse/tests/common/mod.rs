@@ -144,8 +144,19 @@ impl Mounted {
 
     fn stop(&mut self) {
         if let Some(t) = self.thread.take() {
-            let st = Command::new("umount").arg(&self.mnt).status().unwrap();
-            assert!(st.success(), "umount failed");
+            // A just-closed file can keep the mount busy for a moment
+            // (its release is still in flight): retry briefly.
+            let mut out = None;
+            for _ in 0..50 {
+                let o = Command::new("umount").arg(&self.mnt).output().unwrap();
+                if o.status.success() {
+                    out = None;
+                    break;
+                }
+                out = Some(String::from_utf8_lossy(&o.stderr).into_owned());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(out.is_none(), "umount failed: {out:?}");
             t.join().expect("serve thread").expect("serve");
         }
     }
