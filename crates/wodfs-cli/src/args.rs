@@ -38,6 +38,8 @@ pub struct MountOpts {
     pub threads: usize,
     /// `remount`: change flags of an existing mount (done by the kernel).
     pub remount: bool,
+    /// Update access times on read (relatime rules); `noatime` turns off.
+    pub relatime: bool,
 }
 
 impl Default for MountOpts {
@@ -49,6 +51,7 @@ impl Default for MountOpts {
             checkpoint_secs: 60,
             threads: 1,
             remount: false,
+            relatime: true,
         }
     }
 }
@@ -71,8 +74,6 @@ const IGNORED: &[&str] = &[
     "exec",
     "noexec",
     "atime",
-    "noatime",
-    "relatime",
     "allow_other",
     "default_permissions",
     "async",
@@ -104,6 +105,8 @@ impl MountOpts {
                 "nowriteback" => self.writeback = false,
                 "ro" => self.read_only = true,
                 "remount" => self.remount = true,
+                "noatime" => self.relatime = false,
+                "relatime" => self.relatime = true,
                 "cache" => {
                     self.cache_bytes = parse_size(value.ok_or_else(missing)?)? as usize;
                 }

@@ -96,7 +96,11 @@ fn short_io(e: &std::io::Error) -> String {
 }
 
 fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Result<(), Fail> {
-    let fs = open_fs(image, opts.cache_bytes, FsOptions::default())?;
+    let fs_opts = FsOptions {
+        relatime: opts.relatime,
+        ..FsOptions::default()
+    };
+    let fs = open_fs(image, opts.cache_bytes, fs_opts)?;
     let mopts = MountOptions {
         fs_name: image.display().to_string(),
         writeback_cache: opts.writeback,
