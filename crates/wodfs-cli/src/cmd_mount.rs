@@ -47,21 +47,7 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         }
     }
     if opts.remount {
-        // A remount changes mount flags only (ro/rw): the kernel does it,
-        // the daemon keeps serving. mount(8) calls us for it as a helper.
-        let dir = pos.last().ok_or_else(|| Fail::new(USAGE))?;
-        let st = Command::new("mount")
-            .arg("-i")
-            .arg("-o")
-            .arg(raw_opts.join(","))
-            .arg(dir)
-            .status()
-            .map_err(|e| Fail::new(format!("cannot run mount(8): {e}")))?;
-        return if st.success() {
-            Ok(())
-        } else {
-            Err(Fail::new(format!("{dir}: remount failed")))
-        };
+        return remount(pos.last().ok_or_else(|| Fail::new(USAGE))?, &raw_opts);
     }
     let [image, dir] = pos.as_slice() else {
         return Err(Fail::new(USAGE));
@@ -86,6 +72,30 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         return serve(&image, &dir, &opts, || {});
     }
     spawn_daemon(&image, &dir, &raw_opts)
+}
+
+/// A remount changes mount flags only (ro/rw): the kernel does it, the
+/// daemon keeps serving; mount(8) calls us for it as a helper. Going
+/// read-only fails with EBUSY while the kernel still waits for the daemon
+/// to answer an asynchronous RELEASE of a just-closed file (it holds the
+/// inode until then), so a busy remount is retried for up to 2 s.
+fn remount(dir: &str, raw_opts: &[String]) -> Result<(), Fail> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        let out = Command::new("mount")
+            .arg("-i")
+            .arg("-o")
+            .arg(raw_opts.join(","))
+            .arg(dir)
+            .output()
+            .map_err(|e| Fail::new(format!("cannot run mount(8): {e}")))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        last = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Err(Fail::new(format!("{dir}: remount failed: {last}")))
 }
 
 fn short_io(e: &std::io::Error) -> String {
