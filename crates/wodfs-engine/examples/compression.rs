@@ -32,7 +32,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut paths = Vec::new();
     files(Path::new(&dir), &mut paths);
     paths.sort();
-    let mut logical = 0u64;
     for compression in [Compression::None, Compression::Lz4] {
         let dev = Arc::new(CountingDevice::new(MemDevice::new(4 << 30)));
         let tree = Tree::create(
@@ -43,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         )?;
         let before = dev.counts();
-        logical = 0;
+        let mut logical = 0u64;
         for p in &paths {
             let data = std::fs::read(p)?;
             let ops: Vec<Op> = data
