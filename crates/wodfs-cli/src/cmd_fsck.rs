@@ -51,7 +51,17 @@ pub fn run(args: &[String]) -> Result<u8, Fail> {
             return Ok(4);
         }
     };
-    let ns = match fs.fsck() {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut progress = |keys: u64| {
+        if tty {
+            eprint!("\rwodfs fsck: {keys} keys checked");
+        }
+    };
+    let ns = fs.fsck_with_progress(&mut progress);
+    if tty {
+        eprintln!();
+    }
+    let ns = match ns {
         Ok(r) => r,
         Err(e) => {
             println!("{image}: {e}");

@@ -38,6 +38,12 @@ impl Fs {
     /// Checks the namespace (see the module documentation). Reads every
     /// key once; memory grows with the number of directories and links.
     pub fn fsck(&self) -> FsResult<FsckReport> {
+        self.fsck_with_progress(&mut |_| {})
+    }
+
+    /// [`Fs::fsck`], calling `progress` with the number of keys checked so
+    /// far every 65,536 keys.
+    pub fn fsck_with_progress(&self, progress: &mut dyn FnMut(u64)) -> FsResult<FsckReport> {
         let mut r = FsckReport::default();
         // Path metadata, by path: (kind, size, nlink, linked).
         let mut paths: HashMap<FsPath, (Kind, u64, u32, bool)> = HashMap::new();
@@ -46,8 +52,13 @@ impl Fs {
         let mut inodes: BTreeMap<u64, Attr> = BTreeMap::new();
         let mut orphans: HashSet<u64> = HashSet::new();
         let orphan_pre = orphan_prefix();
+        let mut keys = 0u64;
         for kv in self.tree.range(&[], None) {
             let (key, value) = kv?;
+            keys += 1;
+            if keys & 0xffff == 0 {
+                progress(keys);
+            }
             let decoded = match decode_key(&key) {
                 Ok(d) => d,
                 Err(e) => {
