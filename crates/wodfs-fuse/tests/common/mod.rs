@@ -111,10 +111,16 @@ pub struct Mounted {
 /// Mounts `image` on `mnt`.
 pub fn mount(image: &Path, mnt: &Path, writeback: bool) -> Mounted {
     let dev = FileDevice::open(image).unwrap();
-    let fs = Arc::new(Fs::open(Box::new(dev), 64 << 20, FsOptions::default()).unwrap());
+    mount_device(Box::new(dev), mnt, writeback)
+}
+
+/// Mounts the file system on `dev` (for instance a counting wrapper).
+pub fn mount_device(dev: Box<dyn wodfs_device::Device>, mnt: &Path, writeback: bool) -> Mounted {
+    let image = mnt.display().to_string();
+    let fs = Arc::new(Fs::open(dev, 64 << 20, FsOptions::default()).unwrap());
     let counters = Arc::new(RequestCounters::default());
     let opts = MountOptions {
-        fs_name: image.display().to_string(),
+        fs_name: image,
         writeback_cache: writeback,
         counters: Arc::clone(&counters),
         ..MountOptions::default()
