@@ -5,7 +5,7 @@
 //! Invariants:
 //! * At most one pending run per inode: bytes `[offset, offset + len)` not
 //!   yet handed to the core, at the location the file had when they were
-//!   written.
+//!   written; all runs together hold at most about [`PENDING_BYTES_MAX`].
 //! * Every request other than WRITE and FORGET flushes all pending runs
 //!   before it does anything, so no request ever observes a state without
 //!   them (sizes, contents, renames that change a location).
@@ -24,6 +24,10 @@ use crate::adapter::RequestCounters;
 
 /// Largest run gathered before it is written.
 pub const COALESCE_BYTES: usize = 1 << 20;
+
+/// Most bytes held in all runs together; past it every run is written
+/// (many files written at once must not pin unbounded memory).
+pub const PENDING_BYTES_MAX: usize = 64 << 20;
 
 #[derive(Debug)]
 struct Run {
@@ -91,6 +95,11 @@ impl PendingWrites {
                 kill_priv,
             },
         );
+        let held: usize = runs.values().map(|r| r.data.len()).sum();
+        if held > PENDING_BYTES_MAX {
+            drop(runs);
+            self.flush_all(fs);
+        }
         Ok(())
     }
 
