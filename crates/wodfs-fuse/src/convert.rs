@@ -99,3 +99,39 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
         "non-string panic payload"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_handler_is_contained() {
+        let mut after = false;
+        guarded("test", || panic!("boom"));
+        guarded("test", || after = true);
+        assert!(after, "handlers keep running after a panic");
+    }
+
+    #[test]
+    fn attributes_map_to_fuse() {
+        let mut a = Attr::new(
+            7,
+            Kind::Dir,
+            0o2755,
+            1,
+            2,
+            wodfs_fs::Timespec { sec: 5, nsec: 6 },
+        );
+        a.size = 0;
+        let f = file_attr(&a);
+        assert_eq!(f.ino, INodeNo(7));
+        assert_eq!(f.kind, FileType::Directory);
+        assert_eq!(f.perm, 0o2755);
+        assert_eq!(f.nlink, 2);
+        assert_eq!((f.uid, f.gid), (1, 2));
+        assert_eq!(
+            errno(&FsError::Posix(libc::ENOTEMPTY)),
+            Errno::from_i32(libc::ENOTEMPTY)
+        );
+    }
+}
