@@ -116,6 +116,7 @@ pub fn serve(
     let background = fs.tree().start_background(BackgroundConfig {
         log_sync_every: Duration::from_millis(opts.log_sync_ms.max(1)),
         checkpoint_every: Duration::from_secs(opts.checkpoint_secs.max(1)),
+        ..BackgroundConfig::default()
     });
     let served = session.run();
     pending.flush_all(&fs);

@@ -18,6 +18,10 @@ pub struct BackgroundConfig {
     pub log_sync_every: Duration,
     /// How often a checkpoint runs (one also runs when the log is 3/4 full).
     pub checkpoint_every: Duration,
+    /// Flushes each periodic checkpoint may spend first pushing buffered
+    /// range deletes down to prune what they cover, so space freed by
+    /// deletes becomes free without waiting for space pressure.
+    pub reclaim_flushes: usize,
 }
 
 impl Default for BackgroundConfig {
@@ -25,6 +29,7 @@ impl Default for BackgroundConfig {
         BackgroundConfig {
             log_sync_every: Duration::from_secs(1),
             checkpoint_every: Duration::from_secs(60),
+            reclaim_flushes: 64,
         }
     }
 }
@@ -56,7 +61,8 @@ impl Tree {
                         last_sync = Instant::now();
                     }
                     if last_checkpoint.elapsed() >= cfg.checkpoint_every {
-                        tree.checkpoint().map_err(|e| e.to_string())?;
+                        tree.reclaim_space(cfg.reclaim_flushes)
+                            .map_err(|e| e.to_string())?;
                         last_checkpoint = Instant::now();
                     }
                 }

@@ -514,7 +514,9 @@ impl Tree {
         {
             let env = self.env();
             let mut st = self.shared.state.write();
-            let r = st.prune_covered(env).and_then(|()| st.evict(env));
+            let r = st
+                .prune_covered(env, usize::MAX)
+                .and_then(|()| st.evict(env));
             drop(st);
             self.poison(r)?;
         }
@@ -684,13 +686,16 @@ impl Tree {
     }
 
     /// Prunes subtrees that buffered range deletes cover and checkpoints,
-    /// so the space they held is free again (what `rm` of big files wants).
-    pub fn reclaim_space(&self) -> Result<()> {
+    /// so the space they held is free again (what `rm` wants), spending at
+    /// most `max_flushes` flushes (each may read one node).
+    pub fn reclaim_space(&self, max_flushes: usize) -> Result<()> {
         self.check_poison()?;
         {
             let env = self.env();
             let mut st = self.shared.state.write();
-            let r = st.prune_covered(env).and_then(|()| st.evict(env));
+            let r = st
+                .prune_covered(env, max_flushes)
+                .and_then(|()| st.evict(env));
             drop(st);
             self.poison(r)?;
         }

@@ -138,10 +138,11 @@ impl State {
     /// pruned without being read; the space they held is released (and
     /// reusable after the next checkpoint). Costs one read per child a
     /// partly covering range delete is flushed into.
-    pub fn prune_covered(&mut self, env: Env<'_>) -> Result<()> {
+    /// At most `budget` flushes are spent (each may read one child).
+    pub fn prune_covered(&mut self, env: Env<'_>, mut budget: usize) -> Result<()> {
         let root = self.root;
         let (mut node, dirty) = self.take_full(env, root)?;
-        let changed = self.prune_covered_in(env, &mut node, &Bounds::all())?;
+        let changed = self.prune_covered_in(env, &mut node, &Bounds::all(), &mut budget)?;
         if changed {
             let splits = self.finish_internal(env, root, node, &Bounds::all())?;
             self.grow_root(env, splits)?;
@@ -152,13 +153,19 @@ impl State {
         }
     }
 
-    fn prune_covered_in(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds) -> Result<bool> {
+    fn prune_covered_in(
+        &mut self,
+        env: Env<'_>,
+        node: &mut Node,
+        bounds: &Bounds,
+        budget: &mut usize,
+    ) -> Result<bool> {
         if node.is_leaf() {
             return Ok(false);
         }
         let mut changed = false;
         let mut i = 0;
-        while i < node.children.len() {
+        while i < node.children.len() && *budget > 0 {
             let cb = child_bounds(node, bounds, i);
             let (lo, hi) = relative(&cb, &node.prefix);
             let buf = node.buffer(i);
@@ -168,13 +175,14 @@ impl State {
                 // Covered: pruned unread. Partly covered: the ranges move
                 // down a level, where they may cover whole subtrees.
                 self.flush_child(env, node, bounds, i)?;
+                *budget -= 1;
                 changed = true;
             }
             if has_ranges && !covers && node.height > 1 && i < node.children.len() {
                 let cb = child_bounds(node, bounds, i);
                 let child = node.children[i].child;
                 let (mut c, cdirty) = self.take_full(env, child)?;
-                if self.prune_covered_in(env, &mut c, &cb)? {
+                if self.prune_covered_in(env, &mut c, &cb, budget)? {
                     let splits = self.finish_internal(env, child, c, &cb)?;
                     self.integrate(node, bounds, i, splits);
                 } else {
