@@ -39,4 +39,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 log "cargo test (profile ci: optimized, debug assertions on)"
 cargo test --workspace --profile ci
 
+if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
+    log "pjdfstest (Rust port) on a wodfs mount"
+    cargo build --profile ci -p wodfs-cli
+    bash conformance/run-pjdfstest.sh "$PWD/target/ci/wodfs"
+else
+    echo "skipping pjdfstest: it needs root and /dev/fuse"
+fi
+
 log "all tests passed"
