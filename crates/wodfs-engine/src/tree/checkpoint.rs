@@ -16,12 +16,11 @@ use crate::alloc::{round_up, FreeMap};
 use crate::config::{Config, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::format::checksum;
-use crate::format::node::encode_node;
 use crate::format::superblock::{decode_superblock, SlotError, Superblock};
 use crate::format::table::{decode_table, encode_table};
 use crate::format::FORMAT_VERSION;
 use crate::node::Node;
-use crate::table::{BlockTable, Extent};
+use crate::table::BlockTable;
 
 use super::cache::Cache;
 
@@ -46,24 +45,13 @@ impl State {
         let mut writes = Vec::new();
         for b in self.cache.dirty_blocks() {
             let (mut node, _) = self.cache.take(b).expect("listed just now");
-            let image = encode_node(&node, b, env.cfg.compression);
-            let off = self.table.allocate(image.bytes.len() as u64)?;
-            self.table.relocate(
-                b,
-                Extent {
-                    offset: off,
-                    len: round_up(image.bytes.len() as u64),
-                    header_len: image.header_len,
-                    header_crc: image.header_crc,
-                },
-            );
+            let (x, image) = self.place_node(env, b, &node)?;
             for (slot, loc) in node.parts.iter_mut().zip(&image.part_locs) {
                 slot.disk = Some(*loc);
             }
-            env.stats.add_node_write(image.bytes.len());
             self.cache.put(b, node, false);
             self.writing.insert(b);
-            writes.push((off, image.bytes));
+            writes.push((x.offset, image.bytes));
         }
         let blob = encode_table(self.table.entries(), self.table.live_blocks());
         let blob_off = self.table.allocate(blob.len() as u64)?;

@@ -511,16 +511,7 @@ impl Tree {
         }
         // Reclaim: push covering range deletes down (pruning reads nothing)
         // and checkpoint, so released space becomes reusable.
-        {
-            let env = self.env();
-            let mut st = self.shared.state.write();
-            let r = st
-                .prune_covered(env, usize::MAX)
-                .and_then(|()| st.evict(env));
-            drop(st);
-            self.poison(r)?;
-        }
-        self.checkpoint()?;
+        self.reclaim_space(usize::MAX)?;
         if fits(self).0 {
             return Ok(());
         }

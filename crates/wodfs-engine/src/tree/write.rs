@@ -584,18 +584,31 @@ impl State {
     /// Writes a node to a new place (redirect-on-write) and points its
     /// block at it.
     pub(crate) fn write_node(&mut self, env: Env<'_>, b: BlockNum, node: &Node) -> Result<Extent> {
+        let (x, image) = self.place_node(env, b, node)?;
+        env.write(x.offset, &image.bytes)?;
+        Ok(x)
+    }
+
+    /// Serializes a node, allocates a new extent for it and points its
+    /// block there (the old extent is released). The caller writes the
+    /// image, now (eviction) or after releasing the lock (checkpoint).
+    pub(crate) fn place_node(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        node: &Node,
+    ) -> Result<(Extent, crate::format::node::NodeImage)> {
         let image = encode_node(node, b, env.cfg.compression);
-        let off = self.table.allocate(image.bytes.len() as u64)?;
-        env.write(off, &image.bytes)?;
+        let len = image.bytes.len() as u64;
         let x = Extent {
-            offset: off,
-            len: crate::alloc::round_up(image.bytes.len() as u64),
+            offset: self.table.allocate(len)?,
+            len: crate::alloc::round_up(len),
             header_len: image.header_len,
             header_crc: image.header_crc,
         };
         self.table.relocate(b, x);
         env.stats.add_node_write(image.bytes.len());
-        Ok(x)
+        Ok((x, image))
     }
 
     /// Brings the cache back under its budget, writing dirty nodes back.
