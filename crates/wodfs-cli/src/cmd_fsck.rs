@@ -6,7 +6,7 @@ use std::path::Path;
 
 use wodfs_fs::{Fs, FsOptions};
 
-use crate::image::{open_tree, Fail};
+use crate::image::{try_open_tree, Fail};
 
 /// Runs `fsck`; returns the exit code.
 pub fn run(args: &[String]) -> Result<u8, Fail> {
@@ -19,11 +19,13 @@ pub fn run(args: &[String]) -> Result<u8, Fail> {
         });
     };
     let path = Path::new(image.as_str());
-    let tree = match open_tree(path, 256 << 20) {
+    let tree = match try_open_tree(path, 256 << 20) {
         Ok(t) => t,
-        Err(f) => {
-            let code = if f.code == 8 || !path.exists() { 8 } else { 4 };
-            return Err(Fail { msg: f.msg, code });
+        Err(e) => {
+            return Err(Fail {
+                msg: e.message(path, false),
+                code: e.fsck_code(),
+            })
         }
     };
     eprintln!("wodfs fsck: checking the tree of {image}");

@@ -59,32 +59,97 @@ pub fn open_device(path: &Path) -> Result<FileDevice, Fail> {
     })
 }
 
-/// Opens the engine tree of an image. The node cache is capped at an
-/// eighth of the image (the engine keeps a third of the cache free on the
-/// device for checkpoints), unless the node size needs more.
-pub fn open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, Fail> {
-    use wodfs_device::Device;
-    let dev = open_device(path)?;
-    let capped = cache_bytes.min(((dev.size_bytes() / 8) as usize).max(2 << 20));
-    match Tree::open(Box::new(dev), capped) {
-        Err(wodfs_engine::Error::Config(_)) if capped < cache_bytes => {
-            let dev = open_device(path)?;
-            Tree::open(Box::new(dev), cache_bytes).map_err(|e| engine_fail(path, &e))
+/// Why an image could not be opened as an engine tree.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The image could not be opened at all (missing, a directory, no
+    /// permission, in use).
+    Device(Fail),
+    /// A zero-length file: the usual result of an interrupted copy or a
+    /// mistyped `truncate`, worth its own words.
+    Empty,
+    /// The engine refused what it read.
+    Engine(wodfs_engine::Error),
+}
+
+impl OpenError {
+    /// The one-line message; `fsck_hint` adds "run wodfs fsck" to damage
+    /// reports (not wanted when fsck itself is the caller).
+    pub fn message(&self, path: &Path, fsck_hint: bool) -> String {
+        match self {
+            OpenError::Device(f) => f.msg.clone(),
+            OpenError::Empty => format!(
+                "{}: empty file (0 bytes), not a wodfs image",
+                path.display()
+            ),
+            OpenError::Engine(e) => engine_msg(path, e, fsck_hint),
         }
-        r => r.map_err(|e| engine_fail(path, &e)),
+    }
+
+    /// fsck(8)'s exit code: 8 when the image cannot be checked (it cannot
+    /// be opened or read, or is of a newer format), 4 when it is damaged
+    /// or not a wodfs image.
+    pub fn fsck_code(&self) -> u8 {
+        use wodfs_engine::Error as E;
+        match self {
+            OpenError::Device(_) => 8,
+            OpenError::Empty => 4,
+            OpenError::Engine(E::UnsupportedVersion { .. } | E::Io { .. } | E::Config(_)) => 8,
+            OpenError::Engine(_) => 4,
+        }
+    }
+
+    /// The failure for commands other than fsck (exit code 1, or 8 for a
+    /// busy image).
+    pub fn into_fail(self, path: &Path) -> Fail {
+        let msg = self.message(path, true);
+        match self {
+            OpenError::Device(f) => f,
+            _ => Fail::new(msg),
+        }
     }
 }
 
-/// The message for an engine error while opening.
-pub fn engine_fail(path: &Path, e: &wodfs_engine::Error) -> Fail {
+/// Opens the engine tree of an image. The node cache is capped at an
+/// eighth of the image (the engine keeps a third of the cache free on the
+/// device for checkpoints), unless the node size needs more.
+pub fn try_open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, OpenError> {
+    use wodfs_device::Device;
+    let dev = open_device(path).map_err(OpenError::Device)?;
+    if dev.size_bytes() == 0 {
+        return Err(OpenError::Empty);
+    }
+    let capped = cache_bytes.min(((dev.size_bytes() / 8) as usize).max(2 << 20));
+    match Tree::open(Box::new(dev), capped) {
+        Err(wodfs_engine::Error::Config(_)) if capped < cache_bytes => {
+            let dev = open_device(path).map_err(OpenError::Device)?;
+            Tree::open(Box::new(dev), cache_bytes).map_err(OpenError::Engine)
+        }
+        r => r.map_err(OpenError::Engine),
+    }
+}
+
+/// [`try_open_tree`] with the error as a [`Fail`].
+pub fn open_tree(path: &Path, cache_bytes: usize) -> Result<Tree, Fail> {
+    try_open_tree(path, cache_bytes).map_err(|e| e.into_fail(path))
+}
+
+/// The message for an engine error while opening or reading an image.
+fn engine_msg(path: &Path, e: &wodfs_engine::Error, fsck_hint: bool) -> String {
     use wodfs_engine::Error as E;
-    let msg = match e {
+    match e {
         E::NotWodfs(_) => format!("{}: not a wodfs image", path.display()),
-        E::Corrupt { .. } => format!("{}: corrupt image: {e} (run wodfs fsck)", path.display()),
-        E::UnsupportedVersion { .. } => format!("{}: {e}", path.display()),
+        E::Corrupt { .. } if fsck_hint => {
+            format!("{}: corrupt image: {e} (run wodfs fsck)", path.display())
+        }
+        E::Corrupt { .. } => format!("{}: corrupt image: {e}", path.display()),
         _ => format!("{}: {e}", path.display()),
-    };
-    Fail::new(msg)
+    }
+}
+
+/// The failure for an engine error while using an image.
+pub fn engine_fail(path: &Path, e: &wodfs_engine::Error) -> Fail {
+    Fail::new(engine_msg(path, e, true))
 }
 
 /// Opens the file system of an image.
