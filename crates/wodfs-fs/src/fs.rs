@@ -61,6 +61,8 @@ pub struct FsOptions {
     /// Update atime on read with relatime rules (atime older than mtime or
     /// ctime, or more than a day old).
     pub relatime: bool,
+    /// With `relatime`: update atime on every read (`-o strictatime`).
+    pub strictatime: bool,
     /// Delete orphans left by a crash when opening (off for a read-only
     /// check such as fsck).
     pub remove_orphans: bool,
@@ -70,6 +72,7 @@ impl Default for FsOptions {
     fn default() -> Self {
         FsOptions {
             relatime: true,
+            strictatime: false,
             remove_orphans: true,
         }
     }

@@ -10,11 +10,12 @@
 //!   walk always reaches the root.
 //! * An entry marked `inode_loc` (hard-linked or open-but-unlinked file)
 //!   is addressed by inode number, not path; one marked `gone` has no name
-//!   and no data left.
+//!   and no data left, only the attributes it had when it went (an open
+//!   directory that was removed still answers `fstat`).
 
 use std::collections::HashMap;
 
-use wodfs_fs::{FsPath, Loc, ROOT_INO};
+use wodfs_fs::{Attr, FsPath, Loc, Removed, ROOT_INO};
 
 #[derive(Debug, Clone)]
 struct Node {
@@ -22,7 +23,7 @@ struct Node {
     name: Vec<u8>,
     lookups: u64,
     inode_loc: bool,
-    gone: bool,
+    gone: Option<Attr>,
 }
 
 /// Inode number → (parent, name, lookup count).
@@ -45,7 +46,7 @@ impl InodeTable {
             name: Vec::new(),
             lookups: 1,
             inode_loc: false,
-            gone: false,
+            gone: None,
         };
         InodeTable {
             nodes: HashMap::from([(ROOT_INO, root)]),
@@ -58,7 +59,7 @@ impl InodeTable {
         let mut cur = ino;
         while cur != ROOT_INO {
             let n = self.nodes.get(&cur)?;
-            if n.gone {
+            if n.gone.is_some() {
                 return None;
             }
             names.push(n.name.as_slice());
@@ -91,13 +92,13 @@ impl InodeTable {
             name: name.to_vec(),
             lookups: 0,
             inode_loc: false,
-            gone: false,
+            gone: None,
         });
         n.parent = parent;
         n.name = name.to_vec();
         n.lookups += 1;
         n.inode_loc = matches!(loc, Loc::Inode(_));
-        n.gone = false;
+        n.gone = None;
     }
 
     /// Drops `count` kernel references to `ino`.
@@ -121,16 +122,21 @@ impl InodeTable {
         }
     }
 
-    /// A name of `ino` was removed; `inode_loc` says whether the file lives
-    /// on in the inode space.
-    pub fn removed(&mut self, ino: u64, inode_loc: bool) {
-        if let Some(n) = self.nodes.get_mut(&ino) {
-            if inode_loc {
+    /// A name of `r.ino` was removed; `r.inode_loc` says whether the file
+    /// lives on in the inode space.
+    pub fn removed(&mut self, r: &Removed) {
+        if let Some(n) = self.nodes.get_mut(&r.ino) {
+            if r.inode_loc {
                 n.inode_loc = true;
             } else {
-                n.gone = true;
+                n.gone = Some(r.attr.clone());
             }
         }
+    }
+
+    /// The last attributes of `ino` if it is gone but still held.
+    pub fn gone_attr(&self, ino: u64) -> Option<Attr> {
+        self.nodes.get(&ino).and_then(|n| n.gone.clone())
     }
 
     /// `ino` now lives in the inode space (it got a second name).
@@ -155,6 +161,15 @@ impl InodeTable {
 mod tests {
     use super::*;
 
+    fn removal(ino: u64, inode_loc: bool) -> Removed {
+        let now = wodfs_fs::Timespec::now();
+        Removed {
+            ino,
+            inode_loc,
+            attr: Attr::new(ino, wodfs_fs::Kind::Dir, 0o755, 0, 0, now),
+        }
+    }
+
     #[test]
     fn paths_follow_renames_of_ancestors() {
         let mut t = InodeTable::new();
@@ -164,10 +179,12 @@ mod tests {
         assert_eq!(t.path(3).unwrap().as_bytes(), b"/a/b");
         t.renamed(2, 1, b"z");
         assert_eq!(t.path(3).unwrap().as_bytes(), b"/z/b");
-        t.removed(3, true);
+        t.removed(&removal(3, true));
         assert_eq!(t.loc(3), Some(Loc::Inode(3)));
-        t.removed(2, false);
+        assert_eq!(t.gone_attr(3), None);
+        t.removed(&removal(2, false));
         assert_eq!(t.path(2), None);
+        assert_eq!(t.gone_attr(2).map(|a| a.ino), Some(2));
         t.forget(3, 1);
         assert_eq!(t.loc(3), None);
         assert_eq!(t.len(), 2);

@@ -169,7 +169,7 @@ impl Fs {
                 out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
             }
         }
-        if self.opts.relatime && needs_atime(&attr) {
+        if self.opts.relatime && (self.opts.strictatime || needs_atime(&attr)) {
             self.touch_atime(loc)?;
         }
         Ok(out)
@@ -178,7 +178,7 @@ impl Fs {
     fn touch_atime(&self, loc: &Loc) -> FsResult<()> {
         let _g = self.lock();
         let mut attr = self.getattr(loc)?;
-        if needs_atime(&attr) {
+        if self.opts.strictatime || needs_atime(&attr) {
             attr.atime = Timespec::now();
             self.tree.write(&[put_attr(loc, &attr)])?;
         }
@@ -228,7 +228,11 @@ impl Fs {
 
     /// `fallocate(2)`: mode 0 (extend the size), `PUNCH_HOLE|KEEP_SIZE`
     /// and `ZERO_RANGE` (optionally with `KEEP_SIZE`). Any other mode is
-    /// `EOPNOTSUPP`: never a pretended success.
+    /// `EOPNOTSUPP`: never a pretended success. An allocating call (mode 0
+    /// or `KEEP_SIZE`) whose bytes past the end of file exceed the free
+    /// space fails with `ENOSPC`, as posix_fallocate must; the space is
+    /// checked, not held (there are no reservations), and holes inside the
+    /// file are not counted.
     pub fn fallocate(&self, loc: &Loc, offset: u64, len: u64, mode: i32) -> FsResult<Attr> {
         use falloc::*;
         if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
@@ -246,6 +250,11 @@ impl Fs {
         };
         let _g = self.lock();
         let mut attr = file_attr(self, loc)?;
+        if mode & (PUNCH_HOLE | ZERO_RANGE) == 0
+            && end.saturating_sub(attr.size) > self.tree.space().free_bytes
+        {
+            return err(libc::ENOSPC);
+        }
         let mut ops = Vec::new();
         if mode & (PUNCH_HOLE | ZERO_RANGE) != 0 {
             zero_ops(loc, offset, end.min(attr.size), &mut ops);

@@ -19,13 +19,17 @@ use crate::fs::{delete_inode_ops, orphan_key, put_attr, Fs};
 use crate::loc::Loc;
 
 /// What a removal did to the file it removed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removed {
     /// Inode number of the removed name's file.
     pub ino: u64,
     /// True if the file lives on (open, or other names) in the inode
     /// space: later operations on `ino` must use [`Loc::Inode`].
     pub inode_loc: bool,
+    /// Its attributes after the removal (link count 0 if it is gone): an
+    /// open directory that was removed (rmdir, or a rename over it) still
+    /// answers `fstat`, as on any local file system.
+    pub attr: Attr,
 }
 
 impl Fs {
@@ -102,6 +106,7 @@ impl Fs {
                     Removed {
                         ino,
                         inode_loc: true,
+                        attr: a,
                     },
                 );
             }
@@ -122,7 +127,21 @@ impl Fs {
             }
         }
         let inode_loc = matches!(loc, Loc::Inode(_));
-        (ops, Removed { ino, inode_loc })
+        let mut after = attr.clone();
+        after.ctime = now;
+        after.nlink = if inode_loc {
+            attr.nlink.saturating_sub(1)
+        } else {
+            0
+        };
+        (
+            ops,
+            Removed {
+                ino,
+                inode_loc,
+                attr: after,
+            },
+        )
     }
 }
 

@@ -33,7 +33,7 @@ pub enum RenameMode {
 }
 
 /// What a rename did, for callers that cache names (the FUSE inode table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Renamed {
     /// Inode of the renamed object.
     pub ino: u64,

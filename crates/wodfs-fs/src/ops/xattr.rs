@@ -28,10 +28,21 @@ fn check_name(name: &[u8]) -> FsResult<()> {
     Ok(())
 }
 
+/// POSIX ACLs are refused rather than stored: without the kernel's
+/// FUSE_POSIX_ACL mode (not negotiated) the kernel neither enforces a
+/// stored ACL nor keeps it in step with chmod, so `getfacl` would show
+/// rules that nothing applies.
+fn is_posix_acl(name: &[u8]) -> bool {
+    name == b"system.posix_acl_access" || name == b"system.posix_acl_default"
+}
+
 impl Fs {
     /// Sets xattr `name` of the object at `loc`.
     pub fn set_xattr(&self, loc: &Loc, name: &[u8], value: &[u8], how: XattrSet) -> FsResult<()> {
         check_name(name)?;
+        if is_posix_acl(name) {
+            return err(libc::EOPNOTSUPP);
+        }
         if value.len() > XATTR_VALUE_BYTES_MAX {
             return err(libc::E2BIG);
         }

@@ -15,7 +15,12 @@ impl WodFuse {
     ) {
         guarded("getattr", || {
             self.pending.flush_all(&self.fs);
-            let r = self.loc(ino).and_then(|l| self.fs.getattr(&l));
+            let r = match self.loc(ino) {
+                Ok(l) => self.fs.getattr(&l),
+                // Removed while the kernel still holds it (fstat of an
+                // open directory after rmdir): its last attributes.
+                Err(e) => self.table.lock().gone_attr(ino.0).ok_or(e),
+            };
             reply_attr(reply, r);
         });
     }

@@ -99,7 +99,7 @@ impl WodFuse {
             let r = self
                 .path(parent)
                 .and_then(|d| self.fs.unlink(&d, name_bytes(name)));
-            let r = r.map(|removed| self.table.lock().removed(removed.ino, removed.inode_loc));
+            let r = r.map(|removed| self.table.lock().removed(&removed));
             reply_empty(reply, r);
         });
     }
@@ -116,7 +116,7 @@ impl WodFuse {
             let r = self
                 .path(parent)
                 .and_then(|d| self.fs.rmdir(&d, name_bytes(name)));
-            let r = r.map(|removed| self.table.lock().removed(removed.ino, false));
+            let r = r.map(|removed| self.table.lock().removed(&removed));
             reply_empty(reply, r);
         });
     }
@@ -165,8 +165,8 @@ impl WodFuse {
                 let nd = self.path(newparent)?;
                 let done = self.fs.rename(&od, name, &nd, newname, mode)?;
                 let mut t = self.table.lock();
-                if let Some(rep) = done.replaced {
-                    t.removed(rep.ino, rep.inode_loc);
+                if let Some(rep) = &done.replaced {
+                    t.removed(rep);
                 }
                 t.renamed(done.ino, newparent.0, newname);
                 if let Some(other) = done.exchanged {
