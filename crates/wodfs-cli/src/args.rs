@@ -40,6 +40,14 @@ pub struct MountOpts {
     pub remount: bool,
     /// Update access times on read (relatime rules); `noatime` turns off.
     pub relatime: bool,
+    /// Update access times on every read (`strictatime`).
+    pub strictatime: bool,
+    /// Device nodes work (`dev`; default nodev, as fuser mounts).
+    pub dev: bool,
+    /// Set-user/group-ID bits take effect (`suid`; default nosuid).
+    pub suid: bool,
+    /// Programs may not be executed (`noexec`).
+    pub noexec: bool,
 }
 
 impl Default for MountOpts {
@@ -52,6 +60,10 @@ impl Default for MountOpts {
             threads: 1,
             remount: false,
             relatime: true,
+            strictatime: false,
+            dev: false,
+            suid: false,
+            noexec: false,
         }
     }
 }
@@ -67,12 +79,6 @@ const IGNORED: &[&str] = &[
     "users",
     "nofail",
     "_netdev",
-    "suid",
-    "nosuid",
-    "dev",
-    "nodev",
-    "exec",
-    "noexec",
     "atime",
     "allow_other",
     "default_permissions",
@@ -88,7 +94,6 @@ const IGNORED: &[&str] = &[
     "nolazytime",
     "diratime",
     "nodiratime",
-    "strictatime",
 ];
 
 impl MountOpts {
@@ -105,8 +110,15 @@ impl MountOpts {
                 "nowriteback" => self.writeback = false,
                 "ro" => self.read_only = true,
                 "remount" => self.remount = true,
-                "noatime" => self.relatime = false,
-                "relatime" => self.relatime = true,
+                "noatime" => (self.relatime, self.strictatime) = (false, false),
+                "relatime" => (self.relatime, self.strictatime) = (true, false),
+                "strictatime" => (self.relatime, self.strictatime) = (true, true),
+                "dev" => self.dev = true,
+                "nodev" => self.dev = false,
+                "suid" => self.suid = true,
+                "nosuid" => self.suid = false,
+                "exec" => self.noexec = false,
+                "noexec" => self.noexec = true,
                 "cache" => {
                     self.cache_bytes = parse_size(value.ok_or_else(missing)?)? as usize;
                 }
@@ -156,5 +168,17 @@ mod tests {
         assert_eq!(o.threads, 2);
         assert!(o.apply("bogus").is_err());
         assert!(o.apply("cache").is_err());
+    }
+
+    /// Regression (xfstests generic/003, 184, 306): these were accepted
+    /// and silently ignored.
+    #[test]
+    fn atime_and_kernel_flag_options_take_effect() {
+        let mut o = MountOpts::default();
+        assert!(!o.dev && !o.suid && !o.noexec && !o.strictatime);
+        o.apply("dev,suid,noexec,strictatime").unwrap();
+        assert!(o.dev && o.suid && o.noexec && o.relatime && o.strictatime);
+        o.apply("nodev,nosuid,exec,noatime").unwrap();
+        assert!(!o.dev && !o.suid && !o.noexec && !o.relatime && !o.strictatime);
     }
 }

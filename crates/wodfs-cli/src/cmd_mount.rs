@@ -108,6 +108,7 @@ fn short_io(e: &std::io::Error) -> String {
 fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Result<(), Fail> {
     let fs_opts = FsOptions {
         relatime: opts.relatime,
+        strictatime: opts.strictatime,
         ..FsOptions::default()
     };
     let fs = open_fs(image, opts.cache_bytes, fs_opts)?;
@@ -115,6 +116,9 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         fs_name: image.display().to_string(),
         writeback_cache: opts.writeback,
         read_only: opts.read_only,
+        dev: opts.dev,
+        suid: opts.suid,
+        noexec: opts.noexec,
         checkpoint_secs: opts.checkpoint_secs,
         log_sync_ms: 1000,
         threads: opts.threads,

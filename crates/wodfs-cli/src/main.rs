@@ -23,7 +23,8 @@ use image::Fail;
 
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
-            options: nowriteback, ro, cache=SIZE, checkpoint=SECS, threads=N
+            options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
+                     noatime, strictatime, dev, suid, noexec
        wodfs sync DIR
        wodfs stat IMAGE
        wodfs fsck IMAGE";

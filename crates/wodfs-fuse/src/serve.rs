@@ -26,6 +26,13 @@ pub struct MountOptions {
     pub writeback_cache: bool,
     /// Mount read-only.
     pub read_only: bool,
+    /// Honour device nodes (`-o dev`); off (nodev) by default.
+    pub dev: bool,
+    /// Honour set-user-ID and set-group-ID bits (`-o suid`); off (nosuid)
+    /// by default.
+    pub suid: bool,
+    /// Refuse to execute programs (`-o noexec`).
+    pub noexec: bool,
     /// Seconds between background checkpoints.
     pub checkpoint_secs: u64,
     /// Milliseconds between background log flushes: the most a crash
@@ -43,6 +50,9 @@ impl Default for MountOptions {
             fs_name: "wodfs".into(),
             writeback_cache: false,
             read_only: false,
+            dev: false,
+            suid: false,
+            noexec: false,
             checkpoint_secs: 60,
             log_sync_ms: 1000,
             threads: 1,
@@ -64,6 +74,16 @@ fn fuser_config(opts: &MountOptions) -> fuser::Config {
             MountOption::RW
         },
     ];
+    // fuser mounts nodev,nosuid unless these are present.
+    if opts.dev {
+        config.mount_options.push(MountOption::Dev);
+    }
+    if opts.suid {
+        config.mount_options.push(MountOption::Suid);
+    }
+    if opts.noexec {
+        config.mount_options.push(MountOption::NoExec);
+    }
     config.acl = SessionACL::All;
     config.n_threads = Some(opts.threads.max(1));
     config
