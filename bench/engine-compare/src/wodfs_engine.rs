@@ -14,16 +14,15 @@
 //!   which makes every insert durable;
 //! * an error type that implements `std::error::Error + Send + Sync`.
 //!
-//! Inserts carry no commit of their own (the tree batches them in its
-//! buffers), so `insert_batch` is a plain loop, and `close` is one
-//! checkpoint. The engine's other settings (node and partition size,
+//! A commit batch is one `tree.write` (one atomic log record), and `close`
+//! is one checkpoint. The engine's other settings (node and partition size,
 //! fanout, compression, log size) keep their defaults.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use wodfs_device::FileDevice;
-use wodfs_engine::{Config, Tree};
+use wodfs_engine::{Config, Op, Tree};
 
 use crate::engine::{Batch, Engine, EngineConfig};
 
@@ -55,10 +54,16 @@ impl WodfsEngine {
 
 impl Engine for WodfsEngine {
     fn insert_batch(&mut self, batch: &Batch) -> Result<()> {
-        for (key, value) in batch.iter() {
-            self.tree.insert(key, value)?;
-        }
-        Ok(())
+        // One atomic batch per commit, as the other engines commit: one log
+        // record per batch, not one per record.
+        let ops: Vec<Op> = batch
+            .iter()
+            .map(|(key, value)| Op::Insert {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            })
+            .collect();
+        Ok(self.tree.write(&ops)?)
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {

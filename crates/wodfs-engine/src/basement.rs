@@ -1,9 +1,14 @@
 //! A basement: one independently readable partition of a leaf, holding
 //! sorted key/value pairs (keys relative to the leaf's frame prefix).
+//!
+//! A basement is either frozen (as read from disk: searched in place, see
+//! `format::frozen`) or open (a map the writer changes). Readers never
+//! change a basement; the writer's mutating methods open it first.
 
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
+use crate::format::frozen::FrozenBasement;
 use crate::msg::{PointMsg, PointOp};
 
 /// Per-entry accounting overhead besides key and value bytes (encoded).
@@ -11,11 +16,34 @@ const ENTRY_OVERHEAD_BYTES: usize = 6;
 /// Per-entry heap overhead in memory, beyond the encoded size.
 const MEM_OVERHEAD_PER_ENTRY: usize = 64;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug)]
+enum Repr {
+    Open(BTreeMap<Vec<u8>, Vec<u8>>),
+    Frozen(FrozenBasement),
+}
+
+#[derive(Clone, Debug)]
 pub(crate) struct Basement {
-    pub entries: BTreeMap<Vec<u8>, Vec<u8>>,
+    repr: Repr,
     bytes: usize,
 }
+
+impl Default for Basement {
+    fn default() -> Self {
+        Basement {
+            repr: Repr::Open(BTreeMap::new()),
+            bytes: 0,
+        }
+    }
+}
+
+/// Equal when they hold the same entries, whatever their form.
+impl PartialEq for Basement {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+impl Eq for Basement {}
 
 pub(crate) fn entry_bytes(k: &[u8], v: &[u8]) -> usize {
     k.len() + v.len() + ENTRY_OVERHEAD_BYTES
@@ -24,21 +52,82 @@ pub(crate) fn entry_bytes(k: &[u8], v: &[u8]) -> usize {
 impl Basement {
     pub fn from_map(entries: BTreeMap<Vec<u8>, Vec<u8>>) -> Self {
         let bytes = entries.iter().map(|(k, v)| entry_bytes(k, v)).sum();
-        Basement { entries, bytes }
+        Basement {
+            repr: Repr::Open(entries),
+            bytes,
+        }
+    }
+
+    pub fn from_frozen(f: FrozenBasement) -> Self {
+        let bytes = (0..f.len())
+            .map(|i| entry_bytes(f.key(i), f.value(i)))
+            .sum();
+        Basement {
+            repr: Repr::Frozen(f),
+            bytes,
+        }
+    }
+
+    /// The encoded bytes, when the basement is frozen (unchanged since it
+    /// was read): they can be written back as they are.
+    pub fn frozen_raw(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Frozen(f) => Some(f.raw()),
+            Repr::Open(_) => None,
+        }
     }
 
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
-    /// Heap bytes this basement costs in memory (two `Vec` headers and
-    /// B-tree slot overhead per entry besides the bytes themselves).
-    pub fn mem_bytes(&self) -> usize {
-        self.bytes + self.entries.len() * MEM_OVERHEAD_PER_ENTRY
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Open(m) => m.len(),
+            Repr::Frozen(f) => f.len(),
+        }
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
-        self.entries.get(key)
+    /// Heap bytes this basement costs in memory (open: two `Vec` headers
+    /// and B-tree slot overhead per entry besides the bytes themselves).
+    pub fn mem_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Open(m) => self.bytes + m.len() * MEM_OVERHEAD_PER_ENTRY,
+            Repr::Frozen(f) => f.mem_bytes(),
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Open(m) => m.get(key).map(Vec::as_slice),
+            Repr::Frozen(f) => f.get(key),
+        }
+    }
+
+    /// The map form, opening a frozen basement first.
+    fn open(&mut self) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        if let Repr::Frozen(f) = &self.repr {
+            let map = (0..f.len())
+                .map(|i| (f.key(i).to_vec(), f.value(i).to_vec()))
+                .collect();
+            self.repr = Repr::Open(map);
+        }
+        match &mut self.repr {
+            Repr::Open(m) => m,
+            Repr::Frozen(_) => unreachable!("opened just above"),
+        }
+    }
+
+    /// Turns a frozen basement into its open form.
+    pub fn thaw(&mut self) {
+        self.open();
+    }
+
+    /// Takes every entry out, leaving the basement empty.
+    pub fn take_entries(&mut self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let map = std::mem::take(self.open());
+        self.bytes = 0;
+        map
     }
 
     /// Applies a key's messages (oldest first).
@@ -52,37 +141,67 @@ impl Basement {
         }
         if let Some(v) = value {
             self.bytes += entry_bytes(key, &v);
-            self.entries.insert(key.to_vec(), v);
+            self.open().insert(key.to_vec(), v);
         }
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Vec<u8>> {
-        let v = self.entries.remove(key)?;
+        // Look before opening: a frozen basement without the key stays frozen.
+        self.get(key)?;
+        let v = self.open().remove(key)?;
         self.bytes -= entry_bytes(key, &v);
         Some(v)
     }
 
     /// Deletes every key in `[lo, hi)`.
     pub fn delete_range(&mut self, lo: &[u8], hi: &[u8]) {
-        let dead: Vec<Vec<u8>> = self
-            .entries
-            .range::<[u8], _>((Included(lo), Excluded(hi)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in dead {
-            self.remove(&k);
+        if self.range(lo, Some(hi)).next().is_none() {
+            return;
+        }
+        let map = self.open();
+        let mut tail = map.split_off(lo);
+        let mut rest = tail.split_off(hi);
+        map.append(&mut rest);
+        let freed: usize = tail.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+        self.bytes -= freed;
+    }
+
+    /// Entries with keys in `[lo, hi)`, in order.
+    pub fn range<'a>(&'a self, lo: &'a [u8], hi: Option<&'a [u8]>) -> Entries<'a> {
+        match &self.repr {
+            Repr::Open(m) => {
+                let upper = match hi {
+                    Some(h) => Excluded(h),
+                    None => Unbounded,
+                };
+                Entries::Open(m.range::<[u8], _>((Included(lo), upper)))
+            }
+            Repr::Frozen(f) => {
+                let start = f.lower_bound(lo);
+                let end = hi.map_or(f.len(), |h| f.lower_bound(h).max(start));
+                Entries::Frozen(f, start..end)
+            }
         }
     }
 
-    pub fn range<'a>(
-        &'a self,
-        lo: &'a [u8],
-        hi: Option<&'a [u8]>,
-    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)> + 'a {
-        let upper = match hi {
-            Some(h) => Excluded(h),
-            None => Unbounded,
-        };
-        self.entries.range::<[u8], _>((Included(lo), upper))
+    pub fn iter(&self) -> Entries<'_> {
+        self.range(&[], None)
+    }
+}
+
+/// An iterator over a basement's entries.
+pub(crate) enum Entries<'a> {
+    Open(std::collections::btree_map::Range<'a, Vec<u8>, Vec<u8>>),
+    Frozen(&'a FrozenBasement, std::ops::Range<usize>),
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Entries::Open(r) => r.next().map(|(k, v)| (k.as_slice(), v.as_slice())),
+            Entries::Frozen(f, r) => r.next().map(|i| (f.key(i), f.value(i))),
+        }
     }
 }

@@ -23,8 +23,7 @@ fn hashes(key: &[u8]) -> (u32, u32) {
 }
 
 impl Bloom {
-    pub fn build<'a>(keys: impl ExactSizeIterator<Item = &'a Vec<u8>>) -> Bloom {
-        let n = keys.len();
+    pub fn build<'a>(n: usize, keys: impl Iterator<Item = &'a [u8]>) -> Bloom {
         let bytes = (n * BITS_PER_KEY).div_ceil(8).max(8);
         let mut b = Bloom {
             bits: vec![0; bytes],
@@ -77,7 +76,7 @@ mod tests {
         let keys: Vec<Vec<u8>> = (0..2000u32)
             .map(|i| format!("/k/{i}").into_bytes())
             .collect();
-        let b = Bloom::build(keys.iter());
+        let b = Bloom::build(keys.len(), keys.iter().map(Vec::as_slice));
         assert!(keys.iter().all(|k| b.may_contain(k)));
         let fp = (0..10_000u32)
             .filter(|i| b.may_contain(format!("/other/{i}").as_bytes()))

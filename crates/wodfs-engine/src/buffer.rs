@@ -8,27 +8,135 @@
 //! everything before it dead and a partial one (patch, truncate) that
 //! follows a total one is folded into it at once.
 
+//!
+//! Like a basement, a buffer is either frozen (its point messages searched
+//! in place in the bytes read from disk, see `format::frozen`) or open (a
+//! map the writer changes); every mutating method opens it first.
+
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
+use crate::format::frozen::FrozenPoints;
 use crate::msg::{apply_all, Msn, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
 
 /// Per-key accounting overhead besides the key bytes.
-const KEY_OVERHEAD_BYTES: usize = 4;
+pub(crate) const KEY_OVERHEAD_BYTES: usize = 4;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+type PointMap = BTreeMap<Vec<u8>, Vec<PointMsg>>;
+
+#[derive(Clone, Debug)]
+enum Points {
+    Open(PointMap),
+    Frozen(FrozenPoints),
+}
+
+impl Default for Points {
+    fn default() -> Self {
+        Points::Open(BTreeMap::new())
+    }
+}
+
+#[derive(Clone, Debug, Default)]
 pub(crate) struct MsgBuffer {
-    pub points: BTreeMap<Vec<u8>, Vec<PointMsg>>,
+    points: Points,
     pub ranges: RangeIndex,
     bytes: usize,
     /// Point messages held (kept current so accounting is O(1)).
     point_msgs: usize,
 }
 
+/// Equal when they hold the same messages, whatever their form.
+impl PartialEq for MsgBuffer {
+    fn eq(&self, other: &Self) -> bool {
+        self.ranges == other.ranges
+            && self.key_count() == other.key_count()
+            && self.iter_points().eq(other.iter_points())
+    }
+}
+impl Eq for MsgBuffer {}
+
+/// A key's messages, borrowed from an open buffer or decoded from a
+/// frozen one.
+pub(crate) type Msgs<'a> = Cow<'a, [PointMsg]>;
+
 impl MsgBuffer {
+    pub fn from_frozen(ranges: RangeIndex, points: FrozenPoints) -> Self {
+        let mut b = MsgBuffer {
+            point_msgs: points.message_count(),
+            bytes: points.bytes() + ranges.bytes(),
+            points: Points::Frozen(points),
+            ranges,
+        };
+        if b.key_count() == 0 {
+            b.points = Points::default();
+        }
+        b
+    }
+
+    /// The point messages as a map, opening a frozen buffer first.
+    fn open(&mut self) -> &mut PointMap {
+        if let Points::Frozen(f) = &self.points {
+            let map = (0..f.len())
+                .map(|i| (f.key(i).to_vec(), f.messages(i)))
+                .collect();
+            self.points = Points::Open(map);
+        }
+        match &mut self.points {
+            Points::Open(m) => m,
+            Points::Frozen(_) => unreachable!("opened just above"),
+        }
+    }
+
+    /// Turns a frozen buffer into its open form (the writer is about to
+    /// change it, or a caller wants the map form).
+    pub fn thaw(&mut self) {
+        self.open();
+    }
+
+    /// Takes the point messages out (opening the buffer), leaving it
+    /// without them; ranges stay.
+    pub fn take_points(&mut self) -> PointMap {
+        let map = std::mem::take(self.open());
+        self.recount();
+        map
+    }
+
+    /// Number of keys with point messages.
+    pub fn key_count(&self) -> usize {
+        match &self.points {
+            Points::Open(m) => m.len(),
+            Points::Frozen(f) => f.len(),
+        }
+    }
+
+    /// Keys with point messages, in order.
+    pub fn keys(&self) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+        match &self.points {
+            Points::Open(m) => Box::new(m.keys().map(Vec::as_slice)),
+            Points::Frozen(f) => Box::new((0..f.len()).map(|i| f.key(i))),
+        }
+    }
+
+    /// Every key with its messages, in key order.
+    pub fn iter_points(&self) -> Box<dyn Iterator<Item = (&[u8], Msgs<'_>)> + '_> {
+        self.points_in(&[], None)
+    }
+
+    /// A frozen buffer's encoded message list of every key (count, then
+    /// messages), for writing it back without decoding.
+    pub fn frozen_encoded(&self) -> Option<Box<dyn Iterator<Item = (&[u8], &[u8])> + '_>> {
+        match &self.points {
+            Points::Open(_) => None,
+            Points::Frozen(f) => Some(Box::new(
+                (0..f.len()).map(|i| (f.key(i), f.encoded_messages(i))),
+            )),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty() && self.ranges.is_empty()
+        self.key_count() == 0 && self.ranges.is_empty()
     }
 
     /// Accounting size (close to the encoded size).
@@ -40,17 +148,19 @@ impl MsgBuffer {
         self.point_msgs + self.ranges.len()
     }
 
-    /// Heap bytes this buffer costs in memory: per key a key `Vec`, a
-    /// message `Vec` and B-tree slot overhead; per message its enum.
+    /// Heap bytes this buffer costs in memory. Open: per key a key `Vec`,
+    /// a message `Vec` and B-tree slot overhead; per message its enum.
     pub fn mem_bytes(&self) -> usize {
-        self.bytes + self.points.len() * 64 + self.message_count() * 48
+        match &self.points {
+            Points::Open(m) => self.bytes + m.len() * 64 + self.message_count() * 48,
+            Points::Frozen(f) => f.mem_bytes() + self.ranges.bytes() + self.ranges.len() * 64,
+        }
     }
 
     pub fn max_msn(&self) -> Msn {
         let p = self
-            .points
-            .values()
-            .filter_map(|v| v.last().map(|m| m.msn))
+            .iter_points()
+            .filter_map(|(_, v)| v.last().map(|m| m.msn))
             .max()
             .unwrap_or(0);
         p.max(self.ranges.max_msn())
@@ -58,26 +168,29 @@ impl MsgBuffer {
 
     /// Adds a point message newer than everything in the buffer for `key`.
     pub fn put_point(&mut self, key: Vec<u8>, msg: PointMsg) {
+        use std::collections::btree_map::Entry;
         let covered = self.ranges.covering(&key).is_some();
-        match self.points.get_mut(&key) {
-            Some(list) => {
+        let key_bytes = key.len() + KEY_OVERHEAD_BYTES;
+        let (added, removed, msgs_added, msgs_removed) = match self.open().entry(key) {
+            Entry::Occupied(mut e) => {
+                let list = e.get_mut();
                 let old: usize = list.iter().map(PointMsg::encoded_bytes).sum();
                 let old_len = list.len();
                 fold_into(list, msg, false);
                 let new: usize = list.iter().map(PointMsg::encoded_bytes).sum();
-                self.bytes = self.bytes + new - old;
-                self.point_msgs = self.point_msgs + list.len() - old_len;
+                (new, old, list.len(), old_len)
             }
-            None => {
+            Entry::Vacant(e) => {
                 let mut list = Vec::with_capacity(1);
                 fold_into(&mut list, msg, covered);
-                self.point_msgs += list.len();
-                self.bytes += key.len()
-                    + KEY_OVERHEAD_BYTES
-                    + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
-                self.points.insert(key, list);
+                let new = key_bytes + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
+                let n = list.len();
+                e.insert(list);
+                (new, 0, n, 0)
             }
-        }
+        };
+        self.bytes = self.bytes + added - removed;
+        self.point_msgs = self.point_msgs + msgs_added - msgs_removed;
     }
 
     /// Adds a range delete `[lo, hi)` newer than everything in the buffer:
@@ -85,12 +198,11 @@ impl MsgBuffer {
     /// ranges are cut.
     pub fn put_range_delete(&mut self, lo: Vec<u8>, hi: Vec<u8>, msn: Msn) {
         let dead: Vec<Vec<u8>> = self
-            .points
-            .range::<[u8], _>((Included(lo.as_slice()), Excluded(hi.as_slice())))
-            .map(|(k, _)| k.clone())
+            .points_in(&lo, Some(&hi))
+            .map(|(k, _)| k.to_vec())
             .collect();
         for k in dead {
-            let list = self.points.remove(&k).expect("key just listed");
+            let list = self.open().remove(&k).expect("key just listed");
             self.point_msgs -= list.len();
             self.bytes -= k.len()
                 + KEY_OVERHEAD_BYTES
@@ -102,9 +214,15 @@ impl MsgBuffer {
 
     /// What this buffer does to `key`: whether a range delete wipes the
     /// older value first, and the point messages to apply after it.
-    pub fn lookup(&self, key: &[u8]) -> (bool, &[PointMsg]) {
+    pub fn lookup(&self, key: &[u8]) -> (bool, Msgs<'_>) {
         let covered = self.ranges.covering(key).is_some();
-        let msgs = self.points.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        let msgs = match &self.points {
+            Points::Open(m) => Cow::Borrowed(m.get(key).map(Vec::as_slice).unwrap_or(&[])),
+            Points::Frozen(f) => match f.find(key) {
+                Some(i) => Cow::Owned(f.messages(i)),
+                None => Cow::Borrowed(&[][..]),
+            },
+        };
         (covered, msgs)
     }
 
@@ -112,13 +230,13 @@ impl MsgBuffer {
     pub fn apply_to(&self, key: &[u8], value: Option<Vec<u8>>) -> Option<Vec<u8>> {
         let (covered, msgs) = self.lookup(key);
         let base = if covered { None } else { value };
-        apply_all(base, msgs)
+        apply_all(base, &msgs)
     }
 
     /// Splits off the messages for keys `>= at` (ranges clipped at `at`).
     pub fn split_off(&mut self, at: &[u8]) -> MsgBuffer {
         let mut right = MsgBuffer {
-            points: self.points.split_off(at),
+            points: Points::Open(self.open().split_off(at)),
             ..Default::default()
         };
         let ranges = std::mem::take(&mut self.ranges);
@@ -139,7 +257,8 @@ impl MsgBuffer {
 
     /// Appends a buffer whose keys all sort after ours (a neighbour's).
     pub fn append(&mut self, mut other: MsgBuffer) {
-        self.points.append(&mut other.points);
+        let mut theirs = std::mem::take(other.open());
+        self.open().append(&mut theirs);
         for (lo, r) in other.ranges.into_iter_owned() {
             self.ranges.insert(lo, r.hi, r.msn);
         }
@@ -148,35 +267,48 @@ impl MsgBuffer {
 
     /// Rewrites every key with `f` (a change of frame prefix).
     pub fn map_keys(&mut self, mut f: impl FnMut(&[u8]) -> Vec<u8>) {
-        let old = std::mem::take(&mut self.points);
-        self.points = old.into_iter().map(|(k, v)| (f(&k), v)).collect();
+        let old = std::mem::take(self.open());
+        self.points = Points::Open(old.into_iter().map(|(k, v)| (f(&k), v)).collect());
         self.ranges.map_keys(f);
         self.recount();
     }
 
     pub fn recount(&mut self) {
-        self.point_msgs = self.points.values().map(Vec::len).sum();
-        self.bytes = self
-            .points
+        let points = self.open();
+        let point_msgs = points.values().map(Vec::len).sum();
+        let bytes = points
             .iter()
             .map(|(k, l)| {
                 k.len() + KEY_OVERHEAD_BYTES + l.iter().map(PointMsg::encoded_bytes).sum::<usize>()
             })
-            .sum::<usize>()
-            + self.ranges.bytes();
+            .sum::<usize>();
+        self.point_msgs = point_msgs;
+        self.bytes = bytes + self.ranges.bytes();
     }
 
     /// Point messages with keys in `[lo, hi)`.
     pub fn points_in<'a>(
         &'a self,
-        lo: &'a [u8],
-        hi: Option<&'a [u8]>,
-    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Vec<PointMsg>)> + 'a {
-        let upper = match hi {
-            Some(h) => Excluded(h),
-            None => Unbounded,
-        };
-        self.points.range::<[u8], _>((Included(lo), upper))
+        lo: &[u8],
+        hi: Option<&[u8]>,
+    ) -> Box<dyn Iterator<Item = (&'a [u8], Msgs<'a>)> + 'a> {
+        match &self.points {
+            Points::Open(m) => {
+                let upper = match hi {
+                    Some(h) => Excluded(h),
+                    None => Unbounded,
+                };
+                Box::new(
+                    m.range::<[u8], _>((Included(lo), upper))
+                        .map(|(k, l)| (k.as_slice(), Cow::Borrowed(l.as_slice()))),
+                )
+            }
+            Points::Frozen(f) => {
+                let start = f.lower_bound(lo);
+                let end = hi.map_or(f.len(), |h| f.lower_bound(h).max(start));
+                Box::new((start..end).map(|i| (f.key(i), Cow::Owned(f.messages(i)))))
+            }
+        }
     }
 }
 
@@ -241,7 +373,7 @@ mod tests {
                 },
             ),
         );
-        assert_eq!(b.points[&b"k".to_vec()].len(), 1);
+        assert_eq!(b.lookup(b"k").1.len(), 1);
         assert_eq!(b.apply_to(b"k", None), Some(vec![1, 9, 3]));
         b.put_point(
             b"x".to_vec(),
@@ -255,7 +387,7 @@ mod tests {
         );
         assert_eq!(b.apply_to(b"x", Some(vec![0, 0])), Some(vec![5, 0]));
         b.put_range_delete(b"a".to_vec(), b"z".to_vec(), 4);
-        assert!(b.points.is_empty());
+        assert_eq!(b.key_count(), 0);
         assert_eq!(b.apply_to(b"k", Some(vec![7])), None);
         b.put_point(
             b"m".to_vec(),
@@ -283,7 +415,7 @@ mod tests {
         assert!(b.ranges.covering(b"l").is_some());
         assert!(b.ranges.covering(b"m").is_none());
         assert!(r.ranges.covering(b"m").is_some());
-        assert_eq!(r.points.len(), 1);
-        assert_eq!(b.points.len(), 1);
+        assert_eq!(r.key_count(), 1);
+        assert_eq!(b.key_count(), 1);
     }
 }

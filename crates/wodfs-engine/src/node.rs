@@ -195,6 +195,37 @@ impl Node {
             .sum()
     }
 
+    /// Does the node hold loaded partitions that are also on disk (and so
+    /// can be dropped and read again)?
+    pub fn has_droppable_parts(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| p.disk.is_some() && p.data.get().is_some())
+    }
+
+    /// A copy of the header with every partition that is on disk unloaded.
+    pub fn without_stored_parts(&self) -> Node {
+        Node {
+            height: self.height,
+            prefix: self.prefix.clone(),
+            pivots: self.pivots.clone(),
+            children: self.children.clone(),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| match p.disk {
+                    Some(loc) => PartSlot {
+                        disk: Some(loc),
+                        data: OnceLock::new(),
+                        summary: p.summary.clone(),
+                    },
+                    None => p.clone(),
+                })
+                .collect(),
+            max_msn: self.max_msn,
+        }
+    }
+
     /// Forgets where partitions were on disk: the node is dirty and will
     /// be written whole to a new place.
     pub fn mark_modified(&mut self) {

@@ -6,11 +6,13 @@
 
 use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
+use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
-    compress, decode_basement, decode_buffer, decompress, encode_basement, encode_buffer,
-    PART_BASEMENT, PART_BUFFER,
+    compress, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
 };
+use crate::basement::Basement;
 use crate::bloom::{Bloom, BufferSummary};
+use crate::buffer::MsgBuffer;
 use crate::config::Compression;
 use crate::node::{Edge, Node, Part, PartLoc, PartSlot};
 use crate::table::BlockNum;
@@ -83,7 +85,7 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
                 continue;
             };
             summaries.u8(u8::from(!b.ranges.is_empty()));
-            let f = Bloom::build(b.points.keys());
+            let f = Bloom::build(b.key_count(), b.keys());
             summaries.u8(f.probes);
             summaries.bytes(&f.bits);
         }
@@ -254,9 +256,13 @@ pub(crate) fn decode_part(stored: &[u8], loc: &PartLoc, leaf: bool) -> DecResult
         return Err("partition checksum mismatch".into());
     }
     let raw = decompress(stored, loc.codec, loc.raw_len as usize)?;
+    // Kept frozen: searched in place until the writer changes it.
     if leaf {
-        Ok(Part::Basement(decode_basement(&raw)?))
+        Ok(Part::Basement(Basement::from_frozen(
+            FrozenBasement::parse(raw)?,
+        )))
     } else {
-        Ok(Part::Buffer(decode_buffer(&raw)?))
+        let (ranges, points) = FrozenPoints::parse(raw)?;
+        Ok(Part::Buffer(MsgBuffer::from_frozen(ranges, points)))
     }
 }

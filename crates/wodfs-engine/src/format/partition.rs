@@ -1,47 +1,37 @@
 //! Encoding of partitions: leaf basements and internal message buffers,
 //! and the per-partition compression wrapper.
 
-use std::collections::BTreeMap;
-
 use super::bytes::{Dec, DecResult, Enc};
+use super::frozen::{FrozenBasement, FrozenPoints};
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::config::Compression;
-use crate::msg::{kind, PointMsg, PointOp};
-use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use crate::msg::{kind, Msn, PointOp};
+use crate::MAX_VALUE_BYTES;
 
 /// Partition kinds (persisted; never renumber).
 pub(crate) const PART_BASEMENT: u8 = 1;
 pub(crate) const PART_BUFFER: u8 = 2;
 
 pub(crate) fn encode_basement(b: &Basement, e: &mut Enc) {
+    if let Some(raw) = b.frozen_raw() {
+        // Unchanged since it was read: its bytes are its encoding.
+        e.raw(raw);
+        return;
+    }
     e.u8(PART_BASEMENT);
-    e.varint(b.entries.len() as u64);
-    for (k, v) in &b.entries {
+    e.varint(b.len() as u64);
+    for (k, v) in b.iter() {
         e.bytes(k);
         e.bytes(v);
     }
 }
 
+/// Decodes a basement into its open (map) form.
 pub(crate) fn decode_basement(buf: &[u8]) -> DecResult<Basement> {
-    let mut d = Dec::new(buf);
-    if d.u8("partition kind")? != PART_BASEMENT {
-        return Err("partition is not a basement".into());
-    }
-    let n = d.count("basement entries")?;
-    let mut entries = BTreeMap::new();
-    let mut last: Option<&[u8]> = None;
-    for _ in 0..n {
-        let k = d.bytes("key", MAX_KEY_BYTES)?;
-        let v = d.bytes("value", MAX_VALUE_BYTES)?;
-        if last.is_some_and(|l| l >= k) {
-            return Err("basement keys out of order".into());
-        }
-        last = Some(k);
-        entries.insert(k.to_vec(), v.to_vec());
-    }
-    d.finish("basement")?;
-    Ok(Basement::from_map(entries))
+    let mut b = Basement::from_frozen(FrozenBasement::parse(buf.to_vec())?);
+    b.thaw();
+    Ok(b)
 }
 
 pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
@@ -52,11 +42,19 @@ pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
         e.bytes(&r.hi);
         e.u64(r.msn);
     }
-    e.varint(b.points.len() as u64);
-    for (k, list) in &b.points {
+    e.varint(b.key_count() as u64);
+    if let Some(lists) = b.frozen_encoded() {
+        // Unchanged point messages: copy each key's encoded list.
+        for (k, encoded) in lists {
+            e.bytes(k);
+            e.raw(encoded);
+        }
+        return;
+    }
+    for (k, list) in b.iter_points() {
         e.bytes(k);
         e.varint(list.len() as u64);
-        for m in list {
+        for m in list.iter() {
             e.u64(m.msn);
             match &m.op {
                 PointOp::Insert(v) => {
@@ -78,74 +76,12 @@ pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
     }
 }
 
+/// Decodes a message buffer into its open (map) form.
 pub(crate) fn decode_buffer(buf: &[u8]) -> DecResult<MsgBuffer> {
-    let mut d = Dec::new(buf);
-    if d.u8("partition kind")? != PART_BUFFER {
-        return Err("partition is not a message buffer".into());
-    }
-    let mut out = MsgBuffer::default();
-    let n_ranges = d.count("range deletes")?;
-    let mut last_hi: Option<Vec<u8>> = None;
-    for _ in 0..n_ranges {
-        let lo = d.bytes("range lo", MAX_KEY_BYTES)?.to_vec();
-        let hi = d.bytes("range hi", MAX_KEY_BYTES)?.to_vec();
-        let msn = d.u64("range msn")?;
-        if lo >= hi || last_hi.as_ref().is_some_and(|h| *h > lo) {
-            return Err("range deletes empty, unsorted or overlapping".into());
-        }
-        last_hi = Some(hi.clone());
-        out.ranges.insert(lo, hi, msn);
-    }
-    let n_keys = d.count("message keys")?;
-    let mut last: Option<Vec<u8>> = None;
-    for _ in 0..n_keys {
-        let k = d.bytes("message key", MAX_KEY_BYTES)?.to_vec();
-        if last.as_ref().is_some_and(|l| *l >= k) {
-            return Err("message keys out of order".into());
-        }
-        let n = d.count("messages of a key")?;
-        if n == 0 {
-            return Err("key with no messages".into());
-        }
-        let mut list = Vec::with_capacity(n);
-        let mut last_msn = 0;
-        for _ in 0..n {
-            let msn = d.u64("msn")?;
-            if msn <= last_msn && !list.is_empty() {
-                return Err("messages of a key out of MSN order".into());
-            }
-            last_msn = msn;
-            let op = match d.u8("message kind")? {
-                kind::INSERT => PointOp::Insert(d.bytes("value", MAX_VALUE_BYTES)?.to_vec()),
-                kind::DELETE => PointOp::Delete,
-                kind::PATCH => {
-                    let offset = d.varint("patch offset")?;
-                    let data = d.bytes("patch data", MAX_VALUE_BYTES)?.to_vec();
-                    if offset + data.len() as u64 > MAX_VALUE_BYTES as u64 {
-                        return Err("patch past the maximum value size".into());
-                    }
-                    PointOp::Patch {
-                        offset: offset as u32,
-                        data,
-                    }
-                }
-                kind::TRUNCATE => {
-                    let len = d.varint("truncate length")?;
-                    if len > MAX_VALUE_BYTES as u64 {
-                        return Err("truncate past the maximum value size".into());
-                    }
-                    PointOp::Truncate { len: len as u32 }
-                }
-                other => return Err(format!("unknown message kind {other}")),
-            };
-            list.push(PointMsg { msn, op });
-        }
-        last = Some(k.clone());
-        out.points.insert(k, list);
-    }
-    d.finish("message buffer")?;
-    out.recount();
-    Ok(out)
+    let (ranges, points) = FrozenPoints::parse(buf.to_vec())?;
+    let mut b = MsgBuffer::from_frozen(ranges, points);
+    b.thaw();
+    Ok(b)
 }
 
 /// Compresses `raw` if it pays (saves at least 1/8); returns the codec used
@@ -183,4 +119,72 @@ pub(crate) fn decompress(stored: &[u8], codec: u8, raw_len: usize) -> DecResult<
         }
         None => Err(format!("unknown compression codec {codec}")),
     }
+}
+
+/// A point message's operation, borrowing its bytes from the encoding.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OpRef<'a> {
+    Insert(&'a [u8]),
+    Delete,
+    Patch { offset: u32, data: &'a [u8] },
+    Truncate { len: u32 },
+}
+
+impl OpRef<'_> {
+    pub fn to_op(self) -> PointOp {
+        match self {
+            OpRef::Insert(v) => PointOp::Insert(v.to_vec()),
+            OpRef::Delete => PointOp::Delete,
+            OpRef::Patch { offset, data } => PointOp::Patch {
+                offset,
+                data: data.to_vec(),
+            },
+            OpRef::Truncate { len } => PointOp::Truncate { len },
+        }
+    }
+
+    /// Same as [`PointOp::encoded_bytes`] of the owned operation.
+    pub fn encoded_bytes(self) -> usize {
+        match self {
+            OpRef::Insert(v) => PointOp::Insert(Vec::new()).encoded_bytes() + v.len(),
+            OpRef::Patch { data, .. } => {
+                PointOp::Patch {
+                    offset: 0,
+                    data: Vec::new(),
+                }
+                .encoded_bytes()
+                    + data.len()
+            }
+            other => other.to_op().encoded_bytes(),
+        }
+    }
+}
+
+/// Reads one message (MSN, kind, payload) and checks its limits.
+pub(crate) fn read_msg<'a>(d: &mut Dec<'a>) -> DecResult<(Msn, OpRef<'a>)> {
+    let msn = d.u64("msn")?;
+    let op = match d.u8("message kind")? {
+        kind::INSERT => OpRef::Insert(d.bytes("value", MAX_VALUE_BYTES)?),
+        kind::DELETE => OpRef::Delete,
+        kind::PATCH => {
+            let offset = d.varint("patch offset")?;
+            let data = d.bytes("patch data", MAX_VALUE_BYTES)?;
+            if offset + data.len() as u64 > MAX_VALUE_BYTES as u64 {
+                return Err("patch past the maximum value size".into());
+            }
+            OpRef::Patch {
+                offset: offset as u32,
+                data,
+            }
+        }
+        kind::TRUNCATE => {
+            let len = d.varint("truncate length")?;
+            if len > MAX_VALUE_BYTES as u64 {
+                return Err("truncate past the maximum value size".into());
+            }
+            OpRef::Truncate { len: len as u32 }
+        }
+        other => return Err(format!("unknown message kind {other}")),
+    };
+    Ok((msn, op))
 }

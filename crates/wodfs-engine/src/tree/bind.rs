@@ -166,7 +166,7 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
     match crate::format::node::decode_part(&stored, &loc, node.is_leaf()).map_err(bad)? {
         Part::Basement(bm) => bm
             .get(rel)
-            .cloned()
+            .map(<[u8]>::to_vec)
             .ok_or_else(|| bad("bound key missing".into())),
         Part::Buffer(buf) => match buf.lookup(rel).1.first().map(|m| &m.op) {
             Some(PointOp::Insert(v)) => Ok(v.clone()),

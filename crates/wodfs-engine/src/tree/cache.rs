@@ -96,10 +96,46 @@ impl Cache {
         entry
     }
 
-    /// A reader loaded one more partition of a cached node.
-    pub fn grew(&self, entry: &CacheEntry, added: usize) {
-        entry.accounted.fetch_add(added, Ordering::Relaxed);
-        self.bytes.fetch_add(added, Ordering::Relaxed);
+    /// A reader loaded one more partition of node `b`. Counted only while
+    /// that entry is the cached one: an entry evicted or replaced in the
+    /// meantime was already unaccounted, and counting it again would leak
+    /// budget for good.
+    pub fn grew(&self, b: BlockNum, entry: &CacheEntry, added: usize) {
+        let map = self.map.lock();
+        if map
+            .get(&b)
+            .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), entry))
+        {
+            entry.accounted.fetch_add(added, Ordering::Relaxed);
+            self.bytes.fetch_add(added, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops the loaded partitions of a clean node and keeps its header,
+    /// so the next query on it reads one partition and not the header
+    /// again. Returns false (and does nothing) for a dirty node or one
+    /// with nothing to drop.
+    pub fn strip(&self, b: BlockNum) -> bool {
+        let mut map = self.map.lock();
+        let Some(e) = map.get(&b) else {
+            return false;
+        };
+        if e.dirty || !e.node.has_droppable_parts() {
+            return false;
+        }
+        let node = e.node.without_stored_parts();
+        let size = node.mem_bytes();
+        let entry = Arc::new(CacheEntry {
+            node,
+            dirty: false,
+            last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
+            accounted: AtomicUsize::new(size),
+        });
+        let old = map.insert(b, entry).expect("looked up above");
+        drop(map);
+        self.unaccount(&old);
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        true
     }
 
     /// Removes a node (the writer's take, or eviction). Returns it with its

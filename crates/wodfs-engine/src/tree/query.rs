@@ -44,7 +44,7 @@ impl State {
                         format!("leaf {b} holds a buffer"),
                     ));
                 };
-                break bm.get(rel).cloned();
+                break bm.get(rel).map(<[u8]>::to_vec);
             }
             let slot = &entry.node.parts[i];
             // The header's summary of a buffer that is not loaded tells
@@ -135,7 +135,7 @@ impl State {
                 ));
             };
             for (k, v) in bm.range(rfrom, rend) {
-                out.insert(concat(lp, k), v.clone());
+                out.insert(concat(lp, k), v.to_vec());
             }
             if rend
                 .is_some_and(|e| j < leaf.node.pivots.len() && leaf.node.pivots[j].as_slice() >= e)
@@ -212,7 +212,7 @@ impl State {
             for (k, msgs) in buf.points_in(rfrom, rend) {
                 let abs = concat(p, k);
                 let old = out.remove(&abs);
-                if let Some(v) = apply_all(old, msgs) {
+                if let Some(v) = apply_all(old, &msgs) {
                     out.insert(abs, v);
                 }
             }

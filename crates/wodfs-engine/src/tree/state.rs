@@ -157,7 +157,7 @@ impl State {
         })?;
         let added = part.mem_bytes() + 64;
         if slot.data.set(part).is_ok() {
-            self.cache.grew(entry, added);
+            self.cache.grew(b, entry, added);
         }
         Ok(slot.data.get().expect("just set"))
     }

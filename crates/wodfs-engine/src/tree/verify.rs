@@ -191,16 +191,19 @@ impl Walk<'_> {
                     return Err(bad(format!("leaf {b} holds a buffer")));
                 };
                 let pb = child_bounds(&node, bounds, j);
-                for k in bm.entries.keys() {
+                for (k, _) in bm.iter() {
                     if !pb.contains(&concat(&node.prefix, k)) {
                         return Err(bad(format!("leaf {b}: key outside basement {j}'s bounds")));
                     }
                 }
-                let recount = crate::basement::Basement::from_map(bm.entries.clone()).bytes();
+                let recount: usize = bm
+                    .iter()
+                    .map(|(k, v)| crate::basement::entry_bytes(k, v))
+                    .sum();
                 if recount != bm.bytes() {
                     return Err(bad(format!("leaf {b}: basement {j} byte count is off")));
                 }
-                self.report.leaf_entries += bm.entries.len() as u64;
+                self.report.leaf_entries += bm.len() as u64;
             }
             if height != 0 {
                 return Err(bad(format!("leaf {b} at height {height}")));
@@ -225,7 +228,7 @@ impl Walk<'_> {
             }
             self.check_buffer(b, &node.prefix, buf, &cb, path)?;
             if let Some(sum) = &node.parts[j].summary {
-                let missed = buf.points.keys().any(|k| !sum.filter.may_contain(k));
+                let missed = buf.keys().any(|k| !sum.filter.may_contain(k));
                 if sum.has_ranges == buf.ranges.is_empty() || missed {
                     return Err(bad(format!(
                         "block {b}: the header's summary of buffer {j} misses messages"
@@ -293,7 +296,7 @@ impl Walk<'_> {
                 }
             }
         }
-        for (k, list) in &buf.points {
+        for (k, list) in buf.iter_points() {
             self.report.buffered_points += list.len() as u64;
             let abs = concat(prefix, k);
             if !cb.contains(&abs) {

@@ -19,6 +19,7 @@
 //! any error in between leaves the in-memory tree incomplete, which is why
 //! the handle poisons itself on a write-path error.
 
+use super::cache::Cache;
 use super::frame::{concat, rebase, separator, Bounds};
 use super::state::{Env, State};
 use crate::basement::Basement;
@@ -228,7 +229,7 @@ impl State {
         env: Env<'_>,
         b: BlockNum,
         bounds: &Bounds,
-        buf: MsgBuffer,
+        mut buf: MsgBuffer,
     ) -> Result<Splits> {
         let (mut node, _) = self.take_full(env, b)?;
         node.max_msn = node.max_msn.max(buf.max_msn());
@@ -239,7 +240,7 @@ impl State {
         for (lo, r) in buf.ranges.iter() {
             rangecast(&mut node, lo.clone(), r.hi.clone(), r.msn);
         }
-        for (k, list) in buf.points {
+        for (k, list) in buf.take_points() {
             let j = node.part_index(&k);
             for m in list {
                 node.buffer_mut(j).put_point(k.clone(), m);
@@ -258,9 +259,7 @@ impl State {
         bounds: &Bounds,
     ) -> Result<Splits> {
         let total = node.content_bytes();
-        let count: usize = (0..node.parts.len())
-            .map(|j| node.basement(j).entries.len())
-            .sum();
+        let count: usize = (0..node.parts.len()).map(|j| node.basement(j).len()).sum();
         if total <= env.cfg.node_bytes || count < 2 {
             reshape_basements(&mut node, env.cfg.partition_bytes);
             self.put_dirty(b, node);
@@ -624,42 +623,60 @@ impl State {
         }
         env.dev.annotate("evict");
         let (node_target, dirty_target) = (node_max - node_max / 8, dirty_max - dirty_max / 8);
+        // Dirty budget first, then clean nodes make room (dropping them
+        // costs no write), and only if the cache is still over does a
+        // dirty node go early.
+        self.write_back_lru(env, |c| c.dirty_bytes() > dirty_target)?;
+        self.evict_clean(env);
+        self.write_back_lru(env, |c| c.bytes() > node_target)
+    }
+
+    /// Writes back (and drops) dirty nodes, least recently used first,
+    /// while `over` holds.
+    fn write_back_lru(&mut self, env: Env<'_>, over: impl Fn(&Cache) -> bool) -> Result<()> {
         for (b, dirty) in self.cache.lru_order() {
-            let over_nodes = self.cache.bytes() > node_target;
-            let over_dirty = self.cache.dirty_bytes() > dirty_target;
-            if !over_nodes && !over_dirty {
+            if !over(&self.cache) {
                 break;
             }
-            if b == self.root || self.writing.contains(&b) || (!over_nodes && !dirty) {
+            if !dirty || b == self.root || self.writing.contains(&b) {
                 continue;
             }
             env.stats.add_eviction();
-            if dirty {
-                let (node, _) = self.cache.take(b).expect("listed just now");
-                self.write_node(env, b, &node)?;
-            } else {
-                self.cache.discard(b);
-            }
+            let (node, _) = self.cache.take(b).expect("listed just now");
+            self.write_node(env, b, &node)?;
         }
         Ok(())
     }
 
-    /// Eviction a reader may do: clean nodes only.
+    /// Eviction of clean nodes (a reader may do it too). Partitions go
+    /// first, least recently used first, and headers are kept: a header
+    /// is small and saves a read on every later query through the node.
+    /// Headers go only when dropping partitions was not enough.
     pub fn evict_clean(&self, env: Env<'_>) {
         let (node_max, _) = budget_split(env.cfg.cache_bytes);
         if self.cache.bytes() <= node_max {
             return;
         }
         let target = node_max - node_max / 8;
-        for (b, dirty) in self.cache.lru_order() {
+        let order = self.cache.lru_order();
+        let evictable =
+            |b: BlockNum, dirty: bool| !dirty && b != self.root && !self.writing.contains(&b);
+        for &(b, dirty) in &order {
             if self.cache.bytes() <= target {
-                break;
+                return;
             }
-            if dirty || b == self.root || self.writing.contains(&b) {
-                continue;
+            if evictable(b, dirty) && self.cache.strip(b) {
+                env.stats.add_eviction();
             }
-            env.stats.add_eviction();
-            self.cache.discard(b);
+        }
+        for &(b, dirty) in &order {
+            if self.cache.bytes() <= target {
+                return;
+            }
+            if evictable(b, dirty) {
+                env.stats.add_eviction();
+                self.cache.discard(b);
+            }
         }
     }
 }
@@ -707,13 +724,13 @@ fn rangecast(node: &mut Node, lo: Vec<u8>, hi: Vec<u8>, msn: Msn) {
 
 /// Applies a buffer to a leaf's basements (ranges first: every point
 /// message in a buffer is newer than the range covering it).
-fn apply_to_leaf(node: &mut Node, buf: MsgBuffer) {
+fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer) {
     for (lo, r) in buf.ranges.iter() {
         for j in 0..node.parts.len() {
             node.basement_mut(j).delete_range(lo, &r.hi);
         }
     }
-    for (k, list) in buf.points {
+    for (k, list) in buf.take_points() {
         let j = node.part_index(&k);
         node.basement_mut(j).apply(&k, &list);
     }
@@ -723,8 +740,7 @@ fn apply_to_leaf(node: &mut Node, buf: MsgBuffer) {
 fn leaf_entries(node: &mut Node) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::new();
     for j in 0..node.parts.len() {
-        let b = std::mem::take(node.basement_mut(j));
-        out.extend(b.entries);
+        out.extend(node.basement_mut(j).take_entries());
     }
     out
 }
@@ -806,7 +822,7 @@ pub(crate) fn reframe(node: &mut Node, new_prefix: Vec<u8>) {
         match slot.data.get_mut() {
             Some(Part::Buffer(b)) => b.map_keys(|k| rebase(k, &old, &new_prefix)),
             Some(Part::Basement(b)) => {
-                let entries = std::mem::take(&mut b.entries);
+                let entries = b.take_entries();
                 *b = Basement::from_map(
                     entries
                         .into_iter()
@@ -832,11 +848,8 @@ fn reshape_basements(node: &mut Node, partition_bytes: usize) {
                 .remove(j.saturating_sub(1).min(node.pivots.len() - 1));
             continue;
         }
-        if bytes > 2 * partition_bytes && node.basement(j).entries.len() > 1 {
-            let entries: Vec<_> = std::mem::take(node.basement_mut(j))
-                .entries
-                .into_iter()
-                .collect();
+        if bytes > 2 * partition_bytes && node.basement(j).len() > 1 {
+            let entries: Vec<_> = node.basement_mut(j).take_entries().into_iter().collect();
             let piece = build_leaf(Vec::new(), entries, partition_bytes);
             let added = piece.parts.len();
             node.parts.splice(j..=j, piece.parts);

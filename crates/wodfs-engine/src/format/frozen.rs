@@ -1,0 +1,242 @@
+//! Partitions searched in place, in their encoded form.
+//!
+//! A partition read from disk is validated once, in one pass that records
+//! where every entry starts, and then kept as its decoded-but-unparsed
+//! bytes plus that offset index. Point queries binary-search the index and
+//! scans walk it; nothing is allocated per entry. Decoding into the
+//! mutable map form ("thawing") happens only when the writer changes the
+//! partition, and an unchanged frozen partition is written back byte for
+//! byte. Before this, every partition a reader touched was decoded into a
+//! `BTreeMap` of owned vectors and freed again at eviction, which made a
+//! cold point query spend most of its time in malloc and free.
+
+use super::bytes::{Dec, DecResult};
+use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
+use crate::buffer::KEY_OVERHEAD_BYTES;
+use crate::msg::PointMsg;
+use crate::range_index::RangeIndex;
+use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
+
+/// Where one entry's pieces lie in the raw bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    key_start: u32,
+    key_end: u32,
+    /// Basement: the value's start. Buffer: where the message list starts.
+    rest_start: u32,
+    /// Basement: the value's end. Buffer: where the message list ends.
+    rest_end: u32,
+}
+
+/// A frozen leaf basement: sorted key/value pairs.
+#[derive(Clone, Debug)]
+pub(crate) struct FrozenBasement {
+    raw: Box<[u8]>,
+    index: Vec<Span>,
+}
+
+impl FrozenBasement {
+    /// Validates an encoded basement (kind byte, count, sorted entries
+    /// within the size limits) and indexes it.
+    pub fn parse(raw: Vec<u8>) -> DecResult<Self> {
+        let mut d = Dec::new(&raw);
+        if d.u8("partition kind")? != PART_BASEMENT {
+            return Err("partition is not a basement".into());
+        }
+        let n = d.count("basement entries")?;
+        let mut index = Vec::with_capacity(n);
+        let mut last: Option<&[u8]> = None;
+        for _ in 0..n {
+            let k = d.bytes("key", MAX_KEY_BYTES)?;
+            let key_end = d.pos();
+            let v = d.bytes("value", MAX_VALUE_BYTES)?;
+            if last.is_some_and(|l| l >= k) {
+                return Err("basement keys out of order".into());
+            }
+            last = Some(k);
+            index.push(Span {
+                key_start: (key_end - k.len()) as u32,
+                key_end: key_end as u32,
+                rest_start: (d.pos() - v.len()) as u32,
+                rest_end: d.pos() as u32,
+            });
+        }
+        d.finish("basement")?;
+        Ok(FrozenBasement {
+            raw: raw.into_boxed_slice(),
+            index,
+        })
+    }
+
+    pub fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn key(&self, i: usize) -> &[u8] {
+        let s = self.index[i];
+        &self.raw[s.key_start as usize..s.key_end as usize]
+    }
+
+    pub fn value(&self, i: usize) -> &[u8] {
+        let s = self.index[i];
+        &self.raw[s.rest_start as usize..s.rest_end as usize]
+    }
+
+    /// Index of the first entry with key `>= key`.
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.index
+            .partition_point(|s| &self.raw[s.key_start as usize..s.key_end as usize] < key)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        let i = self.lower_bound(key);
+        (i < self.len() && self.key(i) == key).then(|| self.value(i))
+    }
+
+    /// Heap bytes held.
+    pub fn mem_bytes(&self) -> usize {
+        self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64
+    }
+}
+
+/// The point messages of a frozen message buffer (its range deletes are
+/// few and always decoded).
+#[derive(Clone, Debug)]
+pub(crate) struct FrozenPoints {
+    raw: Box<[u8]>,
+    index: Vec<Span>,
+    messages: usize,
+    /// Accounting bytes of the point messages, counted as `MsgBuffer`
+    /// counts them.
+    bytes: usize,
+}
+
+/// A frozen buffer's parts: decoded range deletes, indexed point messages.
+pub(crate) type FrozenBuffer = (RangeIndex, FrozenPoints);
+
+impl FrozenPoints {
+    /// Validates an encoded buffer (ranges sorted and disjoint, keys
+    /// sorted, each key's messages non-empty, in MSN order and well
+    /// formed) and indexes its point messages.
+    pub fn parse(raw: Vec<u8>) -> DecResult<FrozenBuffer> {
+        let mut d = Dec::new(&raw);
+        if d.u8("partition kind")? != PART_BUFFER {
+            return Err("partition is not a message buffer".into());
+        }
+        let mut ranges = RangeIndex::default();
+        let n_ranges = d.count("range deletes")?;
+        let mut last_hi: Option<&[u8]> = None;
+        for _ in 0..n_ranges {
+            let lo = d.bytes("range lo", MAX_KEY_BYTES)?;
+            let hi = d.bytes("range hi", MAX_KEY_BYTES)?;
+            let msn = d.u64("range msn")?;
+            if lo >= hi || last_hi.is_some_and(|h| h > lo) {
+                return Err("range deletes empty, unsorted or overlapping".into());
+            }
+            last_hi = Some(hi);
+            ranges.insert(lo.to_vec(), hi.to_vec(), msn);
+        }
+        let n_keys = d.count("message keys")?;
+        let mut index = Vec::with_capacity(n_keys);
+        let mut messages = 0;
+        let mut bytes = 0;
+        let mut last: Option<&[u8]> = None;
+        for _ in 0..n_keys {
+            let k = d.bytes("message key", MAX_KEY_BYTES)?;
+            if last.is_some_and(|l| l >= k) {
+                return Err("message keys out of order".into());
+            }
+            last = Some(k);
+            let key_end = d.pos();
+            let n = d.count("messages of a key")?;
+            if n == 0 {
+                return Err("key with no messages".into());
+            }
+            let mut last_msn = None;
+            for _ in 0..n {
+                let (msn, op) = read_msg(&mut d)?;
+                if last_msn.is_some_and(|l| msn <= l) {
+                    return Err("messages of a key out of MSN order".into());
+                }
+                last_msn = Some(msn);
+                bytes += 8 + op.encoded_bytes();
+            }
+            messages += n;
+            bytes += k.len() + KEY_OVERHEAD_BYTES;
+            index.push(Span {
+                key_start: (key_end - k.len()) as u32,
+                key_end: key_end as u32,
+                rest_start: key_end as u32,
+                rest_end: d.pos() as u32,
+            });
+        }
+        d.finish("message buffer")?;
+        Ok((
+            ranges,
+            FrozenPoints {
+                raw: raw.into_boxed_slice(),
+                index,
+                messages,
+                bytes,
+            },
+        ))
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn message_count(&self) -> usize {
+        self.messages
+    }
+
+    pub fn key(&self, i: usize) -> &[u8] {
+        let s = self.index[i];
+        &self.raw[s.key_start as usize..s.key_end as usize]
+    }
+
+    /// The encoded message list of entry `i` (count, then messages).
+    pub fn encoded_messages(&self, i: usize) -> &[u8] {
+        let s = self.index[i];
+        &self.raw[s.rest_start as usize..s.rest_end as usize]
+    }
+
+    /// The messages of entry `i`, decoded.
+    pub fn messages(&self, i: usize) -> Vec<PointMsg> {
+        let mut d = Dec::new(self.encoded_messages(i));
+        // Validated by `parse`; the bytes never change afterwards.
+        let n = d.count("messages of a key").unwrap_or(0);
+        (0..n)
+            .map_while(|_| read_msg(&mut d).ok())
+            .map(|(msn, op)| PointMsg {
+                msn,
+                op: op.to_op(),
+            })
+            .collect()
+    }
+
+    /// Index of the first key `>= key`.
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        self.index
+            .partition_point(|s| &self.raw[s.key_start as usize..s.key_end as usize] < key)
+    }
+
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        let i = self.lower_bound(key);
+        (i < self.len() && self.key(i) == key).then_some(i)
+    }
+
+    /// Heap bytes held.
+    pub fn mem_bytes(&self) -> usize {
+        self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64
+    }
+
+    /// Accounting bytes of the point messages.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
