@@ -5,14 +5,21 @@
 //! inode numbers, the core speaks paths: an in-memory [`table::InodeTable`]
 //! maps each inode the kernel holds to its parent and name.
 //!
-//! Mount-wide choices (see `README.md` of this crate for measurements):
+//! Mount-wide choices (see `README.md` of this crate for measurements and
+//! `docs/fuse.md` for every request the kernel is asked to spare):
 //! * INIT flags: readdirplus (auto), parallel dirops, handle_killpriv_v2
-//!   (we clear set-user-ID/set-group-ID on write, chown and truncate). The
+//!   (we clear set-user-ID/set-group-ID on write, chown and truncate),
+//!   cache_symlinks. The
 //!   writeback cache is off unless asked for (`-o writeback`): with it, a
 //!   small write into a cold page makes the kernel read the page first,
 //!   which defeats blind writes (measurements in `README.md`).
 //! * Long TTLs (a day) for entries, negative entries and attributes: only
 //!   this daemon changes the file system.
+//! * Open files keep their page cache across opens (`FOPEN_KEEP_CACHE`)
+//!   and send no FLUSH on close (`FOPEN_NOFLUSH`); GETXATTR of an inode
+//!   created through this mount and never given an xattr is answered from
+//!   the inode table; the readahead window is raised to 1 MiB
+//!   ([`readahead`]).
 //! * `allow_other` + `default_permissions`: the kernel checks permissions.
 //! * Every request handler runs under `catch_unwind`: a panic answers EIO
 //!   for that request and is logged; the mount survives.
@@ -36,6 +43,7 @@
 mod adapter;
 mod convert;
 pub mod pending;
+pub mod readahead;
 mod serve;
 pub mod table;
 

@@ -111,6 +111,11 @@ pub fn serve(
         Arc::clone(&pending),
     );
     let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
+    let ra_mount = mountpoint.to_path_buf();
+    // Runs once the request loop below has answered INIT.
+    let readahead = thread::Builder::new()
+        .name("readahead".into())
+        .spawn(move || crate::readahead::raise_readahead(&ra_mount))?;
     ready();
     let mut unmounter = session.unmount_callable();
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
@@ -139,6 +144,7 @@ pub fn serve(
         ..BackgroundConfig::default()
     });
     let served = session.run();
+    let _ = readahead.join();
     pending.flush_all(&fs);
     signals_handle.close();
     let _ = watcher.join();

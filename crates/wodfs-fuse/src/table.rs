@@ -12,6 +12,12 @@
 //!   is addressed by inode number, not path; one marked `gone` has no name
 //!   and no data left, only the attributes it had when it went (an open
 //!   directory that was removed still answers `fstat`).
+//! * An entry marked `xattr_free` was created through this mount and has
+//!   had no SETXATTR since: it has no extended attributes, so GETXATTR
+//!   (the kernel asks for `security.capability` before the first write of
+//!   every file) and LISTXATTR are answered without reading the tree. Only
+//!   this daemon changes the file system, so the mark stays true; it is
+//!   never set on an inode found by lookup, whose history is unknown.
 
 use std::collections::HashMap;
 
@@ -24,6 +30,7 @@ struct Node {
     lookups: u64,
     inode_loc: bool,
     gone: Option<Attr>,
+    xattr_free: bool,
 }
 
 /// Inode number → (parent, name, lookup count).
@@ -47,6 +54,7 @@ impl InodeTable {
             lookups: 1,
             inode_loc: false,
             gone: None,
+            xattr_free: false,
         };
         InodeTable {
             nodes: HashMap::from([(ROOT_INO, root)]),
@@ -93,12 +101,34 @@ impl InodeTable {
             lookups: 0,
             inode_loc: false,
             gone: None,
+            xattr_free: false,
         });
         n.parent = parent;
         n.name = name.to_vec();
         n.lookups += 1;
         n.inode_loc = matches!(loc, Loc::Inode(_));
         n.gone = None;
+    }
+
+    /// `ino` was just created through this mount: it has no xattrs.
+    pub fn created(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.xattr_free = true;
+        }
+    }
+
+    /// An xattr of `ino` may have been set.
+    pub fn xattr_set(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.xattr_free = false;
+        }
+    }
+
+    /// True if `ino` is known to have no xattrs (see the module invariants).
+    pub fn is_xattr_free(&self, ino: u64) -> bool {
+        self.nodes
+            .get(&ino)
+            .is_some_and(|n| n.xattr_free && n.gone.is_none())
     }
 
     /// Drops `count` kernel references to `ino`.
@@ -188,5 +218,23 @@ mod tests {
         t.forget(3, 1);
         assert_eq!(t.loc(3), None);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn only_created_inodes_without_setxattr_are_xattr_free() {
+        let mut t = InodeTable::new();
+        let p = |s: &str| Loc::Path(FsPath::parse(s).unwrap());
+        t.remember(2, 1, b"looked-up", &p("/looked-up"));
+        assert!(!t.is_xattr_free(2), "history unknown");
+        t.remember(3, 1, b"new", &p("/new"));
+        t.created(3);
+        assert!(t.is_xattr_free(3));
+        t.remember(3, 1, b"new", &p("/new"));
+        assert!(t.is_xattr_free(3), "a second lookup keeps the mark");
+        t.xattr_set(3);
+        assert!(!t.is_xattr_free(3));
+        t.created(4);
+        assert!(!t.is_xattr_free(4), "unknown inodes are not marked");
+        assert!(!t.is_xattr_free(1), "the root is never marked");
     }
 }

@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// Longest xattr name (Linux `XATTR_NAME_MAX`); the kernel rejects longer.
+const XATTR_NAME_BYTES_MAX: usize = 255;
+
 impl WodFuse {
     pub(super) fn do_getattr(
         &self,
@@ -89,6 +92,8 @@ impl WodFuse {
     ) {
         guarded("setxattr", || {
             self.pending.flush_all(&self.fs);
+            // Before the change, so a failure half-way cannot leave a stale mark.
+            self.table.lock().xattr_set(ino.0);
             let how = match flags {
                 0 => XattrSet::Upsert,
                 libc::XATTR_CREATE => XattrSet::Create,
@@ -111,6 +116,9 @@ impl WodFuse {
         reply: ReplyXattr,
     ) {
         guarded("getxattr", || {
+            if self.known_xattr_free(ino, name) {
+                return reply.error(Errno::ENODATA);
+            }
             self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
@@ -121,6 +129,9 @@ impl WodFuse {
 
     pub(super) fn do_listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         guarded("listxattr", || {
+            if self.table.lock().is_xattr_free(ino.0) {
+                return reply_xattr(reply, size, Ok(Vec::new()));
+            }
             self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
@@ -151,6 +162,13 @@ impl WodFuse {
                 .and_then(|l| self.fs.remove_xattr(&l, name_bytes(name)));
             reply_empty(reply, r);
         });
+    }
+
+    /// True if `ino` has no xattrs by the inode table's mark (and `name`
+    /// is one the core would look up rather than reject).
+    fn known_xattr_free(&self, ino: INodeNo, name: &OsStr) -> bool {
+        let len = name.len();
+        (1..=XATTR_NAME_BYTES_MAX).contains(&len) && self.table.lock().is_xattr_free(ino.0)
     }
 
     pub(super) fn do_access(

@@ -217,13 +217,7 @@ impl WodFuse {
             match self.make(req, parent, name, node) {
                 Ok(a) => {
                     self.fs.open_file(a.ino);
-                    reply.created(
-                        &TTL,
-                        &file_attr(&a),
-                        GEN,
-                        FileHandle(0),
-                        FopenFlags::empty(),
-                    );
+                    reply.created(&TTL, &file_attr(&a), GEN, FileHandle(0), self.open_flags());
                 }
                 Err(e) => reply.error(errno(&e)),
             }

@@ -15,7 +15,7 @@ impl WodFuse {
     ) {
         guarded("open", || {
             self.fs.open_file(ino.0);
-            reply.opened(FileHandle(0), FopenFlags::empty());
+            reply.opened(FileHandle(0), self.open_flags());
         });
     }
 

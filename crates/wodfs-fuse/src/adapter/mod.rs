@@ -124,7 +124,9 @@ impl WodFuse {
         let name = name_bytes(name);
         let attr = self.fs.make(&dir, name, node)?;
         let loc = Loc::Path(dir.join(name)?);
-        self.entry(parent, name, &attr, &loc);
+        let mut table = self.table.lock();
+        table.remember(attr.ino, parent.0, name, &loc);
+        table.created(attr.ino);
         Ok(attr)
     }
 
@@ -167,6 +169,25 @@ impl WodFuse {
         Ok(out)
     }
 
+    /// Flags of every file OPEN and CREATE reply.
+    /// * `KEEP_CACHE`: only this daemon changes files, and every change
+    ///   passes through the kernel (which invalidates what it changes), so
+    ///   cached pages stay right across opens; without it every open would
+    ///   drop the file's page cache.
+    /// * `NOFLUSH` (without the writeback cache; the kernel ignores it
+    ///   with one): `close(2)` sends no FLUSH. A FLUSH would only write
+    ///   this file's coalesced run early; RELEASE (and any other request)
+    ///   writes it anyway, and a failed deferred write is reported by
+    ///   `fsync`, as on kernel file systems, where `close` does not report
+    ///   writeback errors either.
+    fn open_flags(&self) -> FopenFlags {
+        if self.opts.writeback_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
+        }
+    }
+
     fn reply_entry(&self, reply: ReplyEntry, r: FsResult<Attr>) {
         match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), GEN),
@@ -206,6 +227,8 @@ impl Filesystem for WodFuse {
             F::FUSE_READDIRPLUS_AUTO,
             F::FUSE_PARALLEL_DIROPS,
             F::FUSE_HANDLE_KILLPRIV_V2,
+            // A symlink's target never changes: the kernel may keep it.
+            F::FUSE_CACHE_SYMLINKS,
         ];
         if self.opts.writeback_cache {
             wanted.push(F::FUSE_WRITEBACK_CACHE);
