@@ -52,7 +52,8 @@ def markdown(run):
     lines += [
         "",
         "Cells: value (×K = K times worse than the best kernel FS on the row, "
-        "×N = times worse than nullfs; 1.00 = as good). ↑ higher is better, ↓ lower is better.",
+        "×N = times worse than nullfs, ×P = times worse than passthrough; 1.00 = as good). "
+        "↑ higher is better, ↓ lower is better.",
         "",
         "| workload | step | unit | " + " | ".join(fs_order) + " | best kernel FS |",
         "|---" * (4 + len(fs_order)) + "|",
@@ -66,6 +67,7 @@ def markdown(run):
             pick = max if better == "higher" else min
             best_fs = pick(kernel, key=kernel.get)
         null = by_fs.get("nullfs", {}).get("value")
+        passthrough = by_fs.get("passthrough", {}).get("value")
         cells = []
         for fs in fs_order:
             record = by_fs.get(fs)
@@ -79,6 +81,10 @@ def markdown(run):
             n = _worse_by(record["value"], null, better) if fs != "nullfs" else None
             if n is not None:
                 parts.append(f"×N {n:.2f}")
+            # Only wodfs is held against the passthrough (issue 5's FUSE targets).
+            p = _worse_by(record["value"], passthrough, better) if fs == "wodfs" else None
+            if p is not None:
+                parts.append(f"×P {p:.2f}")
             cells.append(_fmt(record["value"]) + (f" ({', '.join(parts)})" if parts else ""))
         arrow = "↑" if better == "higher" else "↓"
         lines.append(f"| {workload} | {step} | {sample['unit']} {arrow} | " + " | ".join(cells) + f" | {best_fs or '–'} |")

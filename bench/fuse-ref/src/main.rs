@@ -12,6 +12,7 @@ mod common;
 mod logger;
 mod nullfs;
 mod passthrough;
+mod readahead;
 mod serve;
 
 use std::path::PathBuf;

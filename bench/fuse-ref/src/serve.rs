@@ -23,6 +23,11 @@ pub fn serve<FS: Filesystem>(
 ) -> io::Result<()> {
     let config = mount_config(subtype, threads);
     let mut session = Session::new(fs, mountpoint, &config)?;
+    let ra_mount = mountpoint.to_path_buf();
+    // Runs once the request loop below has answered INIT.
+    let readahead = thread::Builder::new()
+        .name("readahead".to_string())
+        .spawn(move || crate::readahead::raise_readahead(&ra_mount))?;
     let mut unmounter = session.unmount_callable();
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let signals_handle = signals.handle();
@@ -47,6 +52,7 @@ pub fn serve<FS: Filesystem>(
             }
         })?;
     let served = session.run();
+    let _ = readahead.join();
     signals_handle.close();
     if watcher.join().is_err() {
         log::error!("signal watcher panicked");
