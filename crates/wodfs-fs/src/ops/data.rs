@@ -155,21 +155,28 @@ impl Fs {
         let mut out = vec![0u8; (end - offset) as usize];
         let first = offset / BLOCK;
         let last = (end - 1) / BLOCK;
+        if first == last {
+            // One block: a point query reads one partition per level. A
+            // range scan would read and decode the whole leaf (megabytes)
+            // for it, which random small reads (small files, databases)
+            // pay on every cold access.
+            if let Some(value) = self.tree.get(&loc.data_key(first))? {
+                copy_block(&mut out, offset, end, first, &value);
+            }
+            return self.read_done(loc, &attr, out);
+        }
         let lo = loc.data_key(first);
         let hi = loc.data_key(last + 1);
         let hi = if last + 1 == 0 { loc.blocks().end } else { hi };
         for kv in self.tree.range(&lo, Some(&hi)) {
             let (key, value) = kv?;
-            let block = Loc::block_of(&key);
-            let block_start = block * BLOCK;
-            let from = offset.max(block_start);
-            let to = end.min(block_start + value.len() as u64);
-            if from < to {
-                let src = &value[(from - block_start) as usize..(to - block_start) as usize];
-                out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
-            }
+            copy_block(&mut out, offset, end, Loc::block_of(&key), &value);
         }
-        if self.opts.relatime && (self.opts.strictatime || needs_atime(&attr)) {
+        self.read_done(loc, &attr, out)
+    }
+
+    fn read_done(&self, loc: &Loc, attr: &Attr, out: Vec<u8>) -> FsResult<Vec<u8>> {
+        if self.opts.relatime && (self.opts.strictatime || needs_atime(attr)) {
             self.touch_atime(loc)?;
         }
         Ok(out)
@@ -326,6 +333,19 @@ impl Fs {
             }
         }
         Ok(done)
+    }
+}
+
+/// Copies the part of block `block` (stored bytes `value`; a short block
+/// reads as zero-padded) that falls in `[offset, end)` into `out`, which
+/// holds that range.
+fn copy_block(out: &mut [u8], offset: u64, end: u64, block: u64, value: &[u8]) {
+    let block_start = block * BLOCK;
+    let from = offset.max(block_start);
+    let to = end.min(block_start + value.len() as u64);
+    if from < to {
+        let src = &value[(from - block_start) as usize..(to - block_start) as usize];
+        out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
     }
 }
 
