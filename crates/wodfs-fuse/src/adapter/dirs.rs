@@ -1,5 +1,6 @@
 //! Directory handles and listings. A handle keeps the names it returned,
-//! so cookie `3 + i` resumes after name `i` however the directory changed.
+//! each once, so cookie `3 + i` resumes after name `i` however the
+//! directory changed.
 
 // The signatures mirror fuser's `Filesystem` trait, argument for argument.
 #![allow(clippy::too_many_arguments)]

@@ -68,6 +68,24 @@ pub struct RequestCounters {
 struct DirHandle {
     /// Cookie `3 + i` resumes after `names[i]`.
     names: Vec<Vec<u8>>,
+    /// The cookie each name in `names` got. A name listed again (after a
+    /// seekdir) keeps its cookie, so a handle holds each name once: a
+    /// program that seeks back and reads in a loop cannot grow it without
+    /// bound, and cookies stay in name order for a plain scan.
+    cookies: HashMap<Vec<u8>, u64>,
+}
+
+impl DirHandle {
+    /// The cookie that resumes after `name`.
+    fn cookie(&mut self, name: &[u8]) -> u64 {
+        if let Some(&c) = self.cookies.get(name) {
+            return c;
+        }
+        self.names.push(name.to_vec());
+        let c = 3 + self.names.len() as u64 - 1;
+        self.cookies.insert(name.to_vec(), c);
+        c
+    }
 }
 
 /// The wodfs FUSE file system.
@@ -162,8 +180,7 @@ impl WodFuse {
             },
         };
         for e in self.fs.readdir(&dir, after.as_deref(), LIST_BATCH)? {
-            handle.names.push(e.name.clone());
-            let cookie = 3 + handle.names.len() as u64 - 1;
+            let cookie = handle.cookie(&e.name);
             out.push((cookie, e.name, e.attr, e.loc));
         }
         Ok(out)
