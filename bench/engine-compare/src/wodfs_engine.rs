@@ -80,6 +80,12 @@ impl Engine for WodfsEngine {
 
     fn close(self: Box<Self>) -> Result<()> {
         self.tree.checkpoint()?;
+        // The engine's own counters, for reading a run's profile.
+        eprintln!("wodfs stats: {:?}", self.tree.stats());
+        if std::env::var_os("WODFS_VERIFY").is_some() {
+            // The tree's shape; reads the whole store, so only on request.
+            eprintln!("wodfs shape: {:?}", self.tree.verify()?);
+        }
         drop(self.tree);
         Ok(())
     }

@@ -8,8 +8,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
+use std::borrow::Cow;
+
 use crate::format::frozen::FrozenBasement;
-use crate::msg::{PointMsg, PointOp};
+use crate::msg::{apply_all, PointMsg, PointOp};
+use crate::range_index::RangeIndex;
 
 /// Per-entry accounting overhead besides key and value bytes (encoded).
 const ENTRY_OVERHEAD_BYTES: usize = 6;
@@ -153,6 +156,56 @@ impl Basement {
         Some(v)
     }
 
+    /// Applies a buffer's worth of messages at once: `ranges` (range
+    /// deletes) and `msgs` (keys ascending, each key's list oldest first,
+    /// all newer than the range covering the key). A frozen basement is
+    /// merged into a new frozen one in one pass, without opening it: that
+    /// is what a flush into a leaf does to every basement it touches.
+    pub fn apply_sorted(&mut self, msgs: &[(Vec<u8>, Vec<PointMsg>)], ranges: &RangeIndex) {
+        let Repr::Frozen(f) = &self.repr else {
+            for (lo, r) in ranges.iter() {
+                self.delete_range(lo, &r.hi);
+            }
+            for (k, list) in msgs {
+                self.apply(k, list);
+            }
+            return;
+        };
+        let covered = |k: &[u8]| !ranges.is_empty() && ranges.covering(k).is_some();
+        let mut out: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::with_capacity(f.len() + msgs.len());
+        let (mut i, mut m) = (0, 0);
+        while i < f.len() || m < msgs.len() {
+            let old_key = (i < f.len()).then(|| f.key(i));
+            let msg_key = msgs.get(m).map(|(k, _)| k.as_slice());
+            let take_old = match (old_key, msg_key) {
+                (Some(o), Some(k)) => o <= k,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if take_old && old_key != msg_key {
+                let k = f.key(i);
+                if !covered(k) {
+                    out.push((k, Cow::Borrowed(f.value(i))));
+                }
+                i += 1;
+                continue;
+            }
+            // A key with messages, with or without an old value.
+            let (k, list) = &msgs[m];
+            let mut old = None;
+            if take_old {
+                old = (!covered(k)).then(|| f.value(i).to_vec());
+                i += 1;
+            }
+            m += 1;
+            if let Some(v) = apply_all(old, list) {
+                out.push((k.as_slice(), Cow::Owned(v)));
+            }
+        }
+        let merged = FrozenBasement::build(out.iter().map(|(k, v)| (*k, v.as_ref())));
+        *self = Basement::from_frozen(merged);
+    }
+
     /// Deletes every key in `[lo, hi)`.
     pub fn delete_range(&mut self, lo: &[u8], hi: &[u8]) {
         if self.range(lo, Some(hi)).next().is_none() {
@@ -203,5 +256,65 @@ impl<'a> Iterator for Entries<'a> {
             Entries::Open(r) => r.next().map(|(k, v)| (k.as_slice(), v.as_slice())),
             Entries::Frozen(f, r) => r.next().map(|i| (f.key(i), f.value(i))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::Msn;
+
+    fn msg(msn: Msn, op: PointOp) -> PointMsg {
+        PointMsg { msn, op }
+    }
+
+    /// The one-pass merge into a frozen basement gives what applying the
+    /// same messages one by one to the map form gives.
+    #[test]
+    fn frozen_merge_matches_the_map_form() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> =
+            (0u8..40).map(|i| (vec![b'k', i * 2], vec![i; 3])).collect();
+        let frozen = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[..], &v[..])));
+        let mut a = Basement::from_frozen(frozen);
+        let mut b = Basement::from_map(entries);
+        let mut ranges = RangeIndex::default();
+        ranges.insert(vec![b'k', 10], vec![b'k', 21], 5);
+        let msgs = vec![
+            (vec![b'a'], vec![msg(6, PointOp::Insert(vec![1]))]),
+            (vec![b'k', 4], vec![msg(7, PointOp::Delete)]),
+            (
+                vec![b'k', 12],
+                vec![msg(
+                    8,
+                    PointOp::Patch {
+                        offset: 1,
+                        data: vec![9],
+                    },
+                )],
+            ),
+            (vec![b'k', 13], vec![msg(9, PointOp::Truncate { len: 0 })]),
+            (
+                vec![b'k', 30],
+                vec![
+                    msg(10, PointOp::Truncate { len: 1 }),
+                    msg(
+                        11,
+                        PointOp::Patch {
+                            offset: 2,
+                            data: vec![4],
+                        },
+                    ),
+                ],
+            ),
+            (vec![b'z'], vec![msg(12, PointOp::Insert(vec![2]))]),
+        ];
+        a.apply_sorted(&msgs, &ranges);
+        b.apply_sorted(&msgs, &ranges);
+        assert!(a.frozen_raw().is_some(), "the merge keeps it frozen");
+        assert_eq!(a, b);
+        assert_eq!(a.bytes(), b.bytes());
+        assert_eq!(a.get(&[b'k', 12]), Some(&[0, 9][..]));
+        assert_eq!(a.get(&[b'k', 14]), None);
+        assert_eq!(a.get(&[b'k', 30]), Some(&[15, 0, 4][..]));
     }
 }

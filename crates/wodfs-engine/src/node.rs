@@ -126,6 +126,14 @@ impl Node {
         self.pivots.partition_point(|p| p.as_slice() <= rel)
     }
 
+    /// Index of the partition holding the greatest key below `hi`
+    /// (relative; the last partition a range ending at `hi` reaches).
+    pub fn part_index_before(&self, hi: &[u8]) -> usize {
+        self.pivots
+            .partition_point(|p| p.as_slice() < hi)
+            .min(self.parts.len().saturating_sub(1))
+    }
+
     pub fn is_fully_loaded(&self) -> bool {
         self.parts.iter().all(|p| p.data.get().is_some())
     }

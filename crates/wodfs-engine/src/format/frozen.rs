@@ -10,7 +10,7 @@
 //! `BTreeMap` of owned vectors and freed again at eviction, which made a
 //! cold point query spend most of its time in malloc and free.
 
-use super::bytes::{Dec, DecResult};
+use super::bytes::{Dec, DecResult, Enc};
 use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
 use crate::msg::PointMsg;
@@ -66,6 +66,39 @@ impl FrozenBasement {
             raw: raw.into_boxed_slice(),
             index,
         })
+    }
+
+    /// Encodes sorted, distinct entries straight into the frozen form
+    /// (no map, no per-entry allocation).
+    pub fn build<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Self {
+        let mut body = Enc::default();
+        let mut spans = Vec::new();
+        for (k, v) in entries {
+            body.bytes(k);
+            let key_end = body.len();
+            body.bytes(v);
+            spans.push(Span {
+                key_start: (key_end - k.len()) as u32,
+                key_end: key_end as u32,
+                rest_start: (body.len() - v.len()) as u32,
+                rest_end: body.len() as u32,
+            });
+        }
+        let mut head = Enc::with_capacity(body.len() + 8);
+        head.u8(PART_BASEMENT);
+        head.varint(spans.len() as u64);
+        let shift = head.len() as u32;
+        head.raw(&body.buf);
+        for s in &mut spans {
+            s.key_start += shift;
+            s.key_end += shift;
+            s.rest_start += shift;
+            s.rest_end += shift;
+        }
+        FrozenBasement {
+            raw: head.buf.into_boxed_slice(),
+            index: spans,
+        }
     }
 
     pub fn raw(&self) -> &[u8] {

@@ -25,9 +25,11 @@ use super::state::{Env, State};
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::error::Result;
+use crate::format::frozen::FrozenBasement;
 use crate::format::node::encode_node;
 use crate::msg::{Msn, PointMsg};
 use crate::node::{Edge, Node, Part, PartSlot};
+use crate::range_index::RangeIndex;
 use crate::table::{BlockNum, Extent};
 
 /// A message on its way in, with absolute keys.
@@ -95,7 +97,10 @@ impl State {
                     }
                 }
             }
-            apply_to_leaf(&mut node, buf);
+            // One message: the basement is opened (a map takes the next
+            // message of a stream in O(log n), a frozen merge would copy
+            // the basement every time).
+            apply_to_leaf(&mut node, buf, Apply::Open);
             return self.finish_leaf(env, b, node, bounds);
         }
         match msg {
@@ -234,7 +239,7 @@ impl State {
         let (mut node, _) = self.take_full(env, b)?;
         node.max_msn = node.max_msn.max(buf.max_msn());
         if node.is_leaf() {
-            apply_to_leaf(&mut node, buf);
+            apply_to_leaf(&mut node, buf, Apply::Merge);
             return self.finish_leaf(env, b, node, bounds);
         }
         for (lo, r) in buf.ranges.iter() {
@@ -723,17 +728,58 @@ fn rangecast(node: &mut Node, lo: Vec<u8>, hi: Vec<u8>, msn: Msn) {
 }
 
 /// Applies a buffer to a leaf's basements (ranges first: every point
-/// message in a buffer is newer than the range covering it).
-fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer) {
-    for (lo, r) in buf.ranges.iter() {
-        for j in 0..node.parts.len() {
-            node.basement_mut(j).delete_range(lo, &r.hi);
+/// message in a buffer is newer than the range covering it). Basements
+/// the buffer does not touch are left as they are (frozen ones stay so).
+fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) {
+    let points: Vec<(Vec<u8>, Vec<PointMsg>)> = buf.take_points().into_iter().collect();
+    let ranges = std::mem::take(&mut buf.ranges);
+    // The basements touched, each with its run of messages: found from
+    // the messages and ranges, not by visiting every basement (a skip-down
+    // brings one message to a leaf of hundreds of basements).
+    let mut touched: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let j = node.part_index(&points[i].0);
+        let end = match node.pivots.get(j) {
+            Some(h) => i + points[i..].partition_point(|(k, _)| k < h),
+            None => points.len(),
+        };
+        touched.push((j, i..end));
+        i = end;
+    }
+    for (lo, r) in ranges.iter() {
+        let last = node.part_index_before(&r.hi);
+        for j in node.part_index(lo)..=last {
+            if let Err(at) = touched.binary_search_by_key(&j, |(t, _)| *t) {
+                touched.insert(at, (j, 0..0));
+            }
         }
     }
-    for (k, list) in buf.take_points() {
-        let j = node.part_index(&k);
-        node.basement_mut(j).apply(&k, &list);
+    for (j, run) in touched {
+        let lo: &[u8] = if j == 0 { &[] } else { &node.pivots[j - 1] };
+        let hi: Option<&[u8]> = node.pivots.get(j).map(Vec::as_slice);
+        let mut local = RangeIndex::default();
+        for (rlo, r) in ranges.overlapping(lo, hi) {
+            local.insert(rlo.clone(), r.hi.clone(), r.msn);
+        }
+        let basement = node.basement_mut(j);
+        match how {
+            Apply::Merge => basement.apply_sorted(&points[run], &local),
+            Apply::Open => {
+                basement.thaw();
+                basement.apply_sorted(&points[run], &local);
+            }
+        }
     }
+}
+
+/// How a leaf takes a buffer's messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Apply {
+    /// A flushed buffer: merge into frozen basements in one pass.
+    Merge,
+    /// A message or two: open the basements they touch.
+    Open,
 }
 
 /// All entries of a (fully loaded) leaf, in order, leaving it empty.
@@ -774,7 +820,7 @@ fn chunk_by_bytes(
 }
 
 /// A leaf holding `entries` (relative to `prefix`), cut into basements of
-/// about `partition_bytes`.
+/// about `partition_bytes`, each built straight into its frozen form.
 pub(crate) fn build_leaf(
     prefix: Vec<u8>,
     entries: Vec<(Vec<u8>, Vec<u8>)>,
@@ -782,27 +828,25 @@ pub(crate) fn build_leaf(
 ) -> Node {
     let mut node = Node::empty_leaf(prefix);
     node.parts.clear();
-    let mut cur = std::collections::BTreeMap::new();
+    let mut first = 0;
     let mut cur_bytes = 0;
-    let mut last: Option<Vec<u8>> = None;
-    for (k, v) in entries {
-        let eb = crate::basement::entry_bytes(&k, &v);
-        if cur_bytes + eb > partition_bytes && !cur.is_empty() {
-            let prev = last.as_ref().expect("non-empty basement has a last key");
-            node.pivots.push(separator(prev, &k));
-            node.parts
-                .push(PartSlot::loaded(Part::Basement(Basement::from_map(
-                    std::mem::take(&mut cur),
-                ))));
+    for (i, (k, v)) in entries.iter().enumerate() {
+        let eb = crate::basement::entry_bytes(k, v);
+        if cur_bytes + eb > partition_bytes && i > first {
+            node.pivots.push(separator(&entries[i - 1].0, k));
+            node.parts.push(frozen_basement(&entries[first..i]));
+            first = i;
             cur_bytes = 0;
         }
         cur_bytes += eb;
-        last = Some(k.clone());
-        cur.insert(k, v);
     }
-    node.parts
-        .push(PartSlot::loaded(Part::Basement(Basement::from_map(cur))));
+    node.parts.push(frozen_basement(&entries[first..]));
     node
+}
+
+fn frozen_basement(entries: &[(Vec<u8>, Vec<u8>)]) -> PartSlot {
+    let f = FrozenBasement::build(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+    PartSlot::loaded(Part::Basement(Basement::from_frozen(f)))
 }
 
 /// Re-expresses an internal node's pivots, buffers and lifts relative to
