@@ -442,9 +442,7 @@ impl Tree {
                     // their keys are still in place.
                     self.append_bindings(&mut st, env)?;
                 }
-                for op in ops {
-                    apply_op(&mut st, env, op)?;
-                }
+                apply_ops(&mut st, env, ops)?;
                 let (lsn, _) = log.position();
                 if !log.append(&payload)? {
                     return Err(Error::Poisoned(
@@ -779,6 +777,50 @@ fn validate(op: &Op) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Applies a batch: runs of point operations go down the tree together,
+/// range deletes and range moves one at a time, all in batch order.
+fn apply_ops(st: &mut State, env: Env<'_>, ops: &[Op]) -> Result<()> {
+    let mut run: Vec<Msg> = Vec::new();
+    for op in ops {
+        match point_msg(st, op) {
+            Some(m) => run.push(m),
+            None => {
+                if !run.is_empty() {
+                    st.apply_points(env, std::mem::take(&mut run))?;
+                }
+                apply_op(st, env, op)?;
+            }
+        }
+    }
+    if !run.is_empty() {
+        st.apply_points(env, run)?;
+    }
+    Ok(())
+}
+
+/// The message of a point operation (None for range operations), with
+/// its MSN.
+fn point_msg(st: &mut State, op: &Op) -> Option<Msg> {
+    let (key, op) = match op {
+        Op::Insert { key, value } => (key, PointOp::Insert(value.clone())),
+        Op::Delete { key } => (key, PointOp::Delete),
+        Op::Patch { key, offset, data } => (
+            key,
+            PointOp::Patch {
+                offset: *offset,
+                data: data.clone(),
+            },
+        ),
+        Op::Truncate { key, len } => (key, PointOp::Truncate { len: *len }),
+        Op::DeleteRange { .. } | Op::RangeMove { .. } => return None,
+    };
+    let msn = st.next_msn();
+    Some(Msg::Point {
+        key: key.to_vec(),
+        msg: PointMsg { msn, op },
+    })
 }
 
 fn apply_op(st: &mut State, env: Env<'_>, op: &Op) -> Result<()> {

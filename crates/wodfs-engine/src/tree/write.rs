@@ -83,6 +83,77 @@ impl State {
         self.shrink_root(env)
     }
 
+    /// Applies a run of point messages (MSN order) to the tree, taking each
+    /// node on their paths out of the cache once for the run instead of
+    /// once per message.
+    pub fn apply_points(&mut self, env: Env<'_>, msgs: Vec<Msg>) -> Result<()> {
+        debug_assert!(msgs.iter().all(|m| matches!(m, Msg::Point { .. })));
+        let root = self.root;
+        let splits = self.push_points(env, root, &Bounds::all(), msgs)?;
+        self.grow_root(env, splits)?;
+        self.shrink_root(env)
+    }
+
+    /// [`Self::push`] for a run of point messages inside `bounds`. Each
+    /// message is routed on its own (a split below changes the routing),
+    /// but consecutive messages bound for the same cheap child go down
+    /// together.
+    fn push_points(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        bounds: &Bounds,
+        msgs: Vec<Msg>,
+    ) -> Result<Splits> {
+        let (mut node, _) = self.take_full(env, b)?;
+        node.max_msn = node
+            .max_msn
+            .max(msgs.iter().map(Msg::msn).max().unwrap_or(0));
+        if node.is_leaf() {
+            let mut buf = MsgBuffer::default();
+            let n = msgs.len();
+            for m in msgs {
+                if let Msg::Point { key, msg } = m {
+                    buf.put_point(key[node.prefix.len()..].to_vec(), msg);
+                }
+            }
+            // A few messages open their basements; a run merges into them.
+            let how = if n < 16 { Apply::Open } else { Apply::Merge };
+            apply_to_leaf(&mut node, buf, how);
+            return self.finish_leaf(env, b, node, bounds);
+        }
+        let mut msgs = msgs.into_iter().peekable();
+        while let Some(m) = msgs.next() {
+            let Msg::Point { key, msg } = m else {
+                continue;
+            };
+            let rel = &key[node.prefix.len()..];
+            let i = node.part_index(rel);
+            let child = node.children[i].child;
+            if node.buffer(i).is_empty() && self.cache.is_cheap_target(child) {
+                let cb = child_bounds(&node, bounds, i);
+                let mut group = vec![Msg::Point { key, msg }];
+                while let Some(Msg::Point { key: next, .. }) = msgs.peek() {
+                    if !cb.contains(next) {
+                        break;
+                    }
+                    group.push(msgs.next().expect("peeked"));
+                }
+                for _ in 0..group.len() {
+                    env.stats.add_skip_down();
+                }
+                let splits = self.push_points(env, child, &cb, group)?;
+                self.integrate(&mut node, bounds, i, splits);
+            } else {
+                let rel = rel.to_vec();
+                node.buffer_mut(i).put_point(rel, msg);
+                self.flush_while_over(env, &mut node, bounds)?;
+            }
+        }
+        self.flush_while_over(env, &mut node, bounds)?;
+        self.finish_internal(env, b, node, bounds)
+    }
+
     fn push(&mut self, env: Env<'_>, b: BlockNum, bounds: &Bounds, msg: Msg) -> Result<Splits> {
         let (mut node, _) = self.take_full(env, b)?;
         node.max_msn = node.max_msn.max(msg.msn());
