@@ -2,13 +2,13 @@
 //! root-to-leaf path: the leaf value first, then each buffer from the
 //! deepest up to the root (newer messages live higher).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cache::CacheEntry;
 use super::frame::{concat, Bounds};
 use super::state::{Env, State};
 use super::write::child_bounds;
+use crate::buffer::Msgs;
 use crate::error::{Error, Result};
 use crate::msg::apply_all;
 use crate::node::Part;
@@ -124,7 +124,7 @@ impl State {
         let lp = &leaf.node.prefix;
         let rfrom = &from[lp.len()..];
         let rend = end.as_ref().map(|e| &e[lp.len()..]);
-        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let first = leaf.node.part_index(rfrom);
         for j in first..leaf.node.parts.len() {
             let Some(Part::Basement(bm)) = leaf.node.parts[j].data.get() else {
@@ -134,9 +134,10 @@ impl State {
                     format!("leaf {b} holds a buffer"),
                 ));
             };
-            for (k, v) in bm.range(rfrom, rend) {
-                out.insert(concat(lp, k), v.to_vec());
-            }
+            out.extend(
+                bm.range(rfrom, rend)
+                    .map(|(k, v)| (concat(lp, k), v.to_vec())),
+            );
             if rend
                 .is_some_and(|e| j < leaf.node.pivots.len() && leaf.node.pivots[j].as_slice() >= e)
             {
@@ -149,7 +150,7 @@ impl State {
             (Some(bh), Some(h)) if h <= bh.as_slice() => None,
             (Some(bh), _) => Some(bh),
         };
-        Ok((out.into_iter().collect(), next))
+        Ok((out, next))
     }
 
     /// Loads the leaf holding `key` into the cache, whole (read-ahead for
@@ -179,10 +180,13 @@ impl State {
         }
     }
 
+    /// Applies the buffered messages of every level (deepest first) to
+    /// the sorted entries `out` of the window `[from, end)`, one sorted
+    /// merge per level.
     fn apply_levels(
         &self,
         levels: &[Level],
-        out: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
         from: &[u8],
         end: Option<&[u8]>,
     ) -> Result<()> {
@@ -201,24 +205,67 @@ impl State {
             let p = &node.prefix;
             let rfrom = &from[p.len()..];
             let rend = end.map(|e| &e[p.len()..]);
-            for (lo, r) in buf.ranges.overlapping(rfrom, rend) {
-                let alo = concat(p, lo);
-                let ahi = concat(p, &r.hi);
-                let dead: Vec<Vec<u8>> = out.range(alo..ahi).map(|(k, _)| k.clone()).collect();
-                for k in dead {
-                    out.remove(&k);
-                }
+            let ranges: Vec<(Vec<u8>, Vec<u8>)> = buf
+                .ranges
+                .overlapping(rfrom, rend)
+                .map(|(lo, r)| (concat(p, lo), concat(p, &r.hi)))
+                .collect();
+            let points: Vec<(Vec<u8>, Msgs<'_>)> = buf
+                .points_in(rfrom, rend)
+                .map(|(k, m)| (concat(p, k), m))
+                .collect();
+            if ranges.is_empty() && points.is_empty() {
+                continue;
             }
-            for (k, msgs) in buf.points_in(rfrom, rend) {
-                let abs = concat(p, k);
-                let old = out.remove(&abs);
-                if let Some(v) = apply_all(old, &msgs) {
-                    out.insert(abs, v);
-                }
-            }
+            *out = merge_level(std::mem::take(out), &ranges, points);
         }
         Ok(())
     }
+}
+
+/// Sorted entries with one buffer's messages applied: entries inside a
+/// range delete go, then each key's point messages apply to what is left.
+fn merge_level(
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    ranges: &[(Vec<u8>, Vec<u8>)],
+    points: Vec<(Vec<u8>, Msgs<'_>)>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::with_capacity(entries.len() + points.len());
+    let mut r = 0;
+    // Is `k` inside a range? Keys are asked in increasing order.
+    let mut covered = |k: &[u8]| {
+        while r < ranges.len() && ranges[r].1.as_slice() <= k {
+            r += 1;
+        }
+        r < ranges.len() && ranges[r].0.as_slice() <= k
+    };
+    let mut entries = entries.into_iter().peekable();
+    for (key, msgs) in points {
+        let mut old = None;
+        while let Some((k, _)) = entries.peek() {
+            if *k > key {
+                break;
+            }
+            let (k, v) = entries.next().expect("peeked");
+            if k == key {
+                old = (!covered(&k)).then_some(v);
+                break;
+            }
+            if !covered(&k) {
+                out.push((k, v));
+            }
+        }
+        // A covered old value was dropped above; a missing one stays missing.
+        if let Some(v) = apply_all(old, &msgs) {
+            out.push((key, v));
+        }
+    }
+    for (k, v) in entries {
+        if !covered(&k) {
+            out.push((k, v));
+        }
+    }
+    out
 }
 
 /// A node's stored frame prefix must be the one its parent's edge implies,
