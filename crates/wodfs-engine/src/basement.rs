@@ -192,14 +192,27 @@ impl Basement {
             }
             // A key with messages, with or without an old value.
             let (k, list) = &msgs[m];
-            let mut old = None;
+            m += 1;
+            let had_old = take_old && !covered(k);
             if take_old {
-                old = (!covered(k)).then(|| f.value(i).to_vec());
                 i += 1;
             }
-            m += 1;
-            if let Some(v) = apply_all(old, list) {
-                out.push((k.as_slice(), Cow::Owned(v)));
+            // The common case, a lone insert or delete, needs no copy.
+            match list.as_slice() {
+                [PointMsg {
+                    op: PointOp::Insert(v),
+                    ..
+                }] => out.push((k.as_slice(), Cow::Borrowed(v.as_slice()))),
+                [PointMsg {
+                    op: PointOp::Delete,
+                    ..
+                }] => {}
+                _ => {
+                    let old = had_old.then(|| f.value(i - 1).to_vec());
+                    if let Some(v) = apply_all(old, list) {
+                        out.push((k.as_slice(), Cow::Owned(v)));
+                    }
+                }
             }
         }
         let merged = FrozenBasement::build(out.iter().map(|(k, v)| (*k, v.as_ref())));

@@ -84,12 +84,23 @@ pub(crate) fn decode_buffer(buf: &[u8]) -> DecResult<MsgBuffer> {
     Ok(b)
 }
 
+/// How much of a partition is tried first to see whether it compresses.
+const PROBE_BYTES: usize = 4096;
+
 /// Compresses `raw` if it pays (saves at least 1/8); returns the codec used
 /// and the stored bytes.
 pub(crate) fn compress(raw: Vec<u8>, c: Compression) -> (u8, Vec<u8>) {
     match c {
         Compression::None => (Compression::None as u8, raw),
         Compression::Lz4 => {
+            // Incompressible data (random values, compressed files) is
+            // common: a probe of the first bytes decides cheaply.
+            if raw.len() > 2 * PROBE_BYTES {
+                let probe = lz4_flex::block::compress(&raw[..PROBE_BYTES]);
+                if probe.len() >= PROBE_BYTES - PROBE_BYTES / 16 {
+                    return (Compression::None as u8, raw);
+                }
+            }
             let packed = lz4_flex::block::compress(&raw);
             if packed.len() < raw.len() - raw.len() / 8 {
                 (Compression::Lz4 as u8, packed)
