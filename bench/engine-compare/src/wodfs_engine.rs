@@ -63,7 +63,7 @@ impl Engine for WodfsEngine {
                 value: value.to_vec(),
             })
             .collect();
-        Ok(self.tree.write(&ops)?)
+        Ok(self.tree.write_owned(ops)?)
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {

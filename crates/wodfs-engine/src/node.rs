@@ -211,6 +211,15 @@ impl Node {
             .any(|p| p.disk.is_some() && p.data.get().is_some())
     }
 
+    /// Unloads every partition that is on disk.
+    pub fn unload_stored_parts(&mut self) {
+        for p in &mut self.parts {
+            if p.disk.is_some() {
+                p.data.take();
+            }
+        }
+    }
+
     /// A copy of the header with every partition that is on disk unloaded.
     pub fn without_stored_parts(&self) -> Node {
         Node {

@@ -117,11 +117,21 @@ impl Cache {
     /// with nothing to drop.
     pub fn strip(&self, b: BlockNum) -> bool {
         let mut map = self.map.lock();
-        let Some(e) = map.get(&b) else {
+        let Some(e) = map.get_mut(&b) else {
             return false;
         };
         if e.dirty || !e.node.has_droppable_parts() {
             return false;
+        }
+        if let Some(entry) = Arc::get_mut(e) {
+            // Nobody else holds the entry (readers clone it under the map
+            // lock, which we hold): unload in place, no header copy.
+            let before = entry.accounted.load(Ordering::Relaxed);
+            entry.node.unload_stored_parts();
+            let after = entry.node.mem_bytes().min(before);
+            entry.accounted.store(after, Ordering::Relaxed);
+            self.bytes.fetch_sub(before - after, Ordering::Relaxed);
+            return true;
         }
         let node = e.node.without_stored_parts();
         let size = node.mem_bytes();

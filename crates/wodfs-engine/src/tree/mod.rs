@@ -25,6 +25,7 @@ mod stats;
 mod verify;
 mod write;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -399,6 +400,17 @@ impl Tree {
     /// recovery replays all of it or none. Durable once [`Tree::sync`] (or a
     /// checkpoint) returns after it.
     pub fn write(&self, ops: &[Op]) -> Result<()> {
+        self.write_batch(Batch::Shared(ops))
+    }
+
+    /// [`Tree::write`] for a batch the caller gives away: values move into
+    /// the tree instead of being copied (a file system's data blocks).
+    pub fn write_owned(&self, mut ops: Vec<Op>) -> Result<()> {
+        self.write_batch(Batch::Owned(&mut ops))
+    }
+
+    fn write_batch(&self, mut batch: Batch<'_>) -> Result<()> {
+        let ops = batch.ops();
         for op in ops {
             validate(op)?;
         }
@@ -422,6 +434,17 @@ impl Tree {
         self.check_poison()?;
         let env = self.env();
         self.admit(ops, payload.len() as u64)?;
+        // Everything the apply step needs of the ops besides the ops
+        // themselves, taken now: an owned batch gives its values away.
+        let has_range_move = ops.iter().any(|op| matches!(op, Op::RangeMove { .. }));
+        let mut unbound: Vec<(u32, Vec<u8>)> = Vec::new();
+        if late_binding {
+            for (i, op) in ops.iter().enumerate() {
+                if let Op::Insert { key, .. } = op {
+                    unbound.push((i as u32, key.clone()));
+                }
+            }
+        }
         loop {
             // Keep room in the log: a checkpoint reclaims it.
             if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
@@ -436,29 +459,20 @@ impl Tree {
                 continue;
             }
             let r = (|| {
-                if !st.unbound.is_empty() && ops.iter().any(|op| matches!(op, Op::RangeMove { .. }))
-                {
+                if !st.unbound.is_empty() && has_range_move {
                     // A range move reads values: bind pending inserts while
                     // their keys are still in place.
                     self.append_bindings(&mut st, env)?;
                 }
-                apply_ops(&mut st, env, ops)?;
+                batch.apply(&mut st, env)?;
                 let (lsn, _) = log.position();
                 if !log.append(&payload)? {
                     return Err(Error::Poisoned(
                         "log region full after the room check".into(),
                     ));
                 }
-                if late_binding {
-                    for (i, op) in ops.iter().enumerate() {
-                        if let Op::Insert { key, .. } = op {
-                            st.unbound.push(bind::Unbound {
-                                lsn,
-                                op: i as u32,
-                                key: key.clone(),
-                            });
-                        }
-                    }
+                for (op, key) in std::mem::take(&mut unbound) {
+                    st.unbound.push(bind::Unbound { lsn, op, key });
                 }
                 st.evict(env)
             })();
@@ -779,19 +793,51 @@ fn validate(op: &Op) -> Result<()> {
     }
 }
 
+/// A batch of a write: borrowed (values are copied into the tree) or
+/// given away (values move).
+enum Batch<'a> {
+    Shared(&'a [Op]),
+    Owned(&'a mut [Op]),
+}
+
+impl Batch<'_> {
+    fn ops(&self) -> &[Op] {
+        match self {
+            Batch::Shared(ops) => ops,
+            Batch::Owned(ops) => ops,
+        }
+    }
+
+    /// Applies the batch; an owned batch is emptied of its values.
+    fn apply(&mut self, st: &mut State, env: Env<'_>) -> Result<()> {
+        match self {
+            Batch::Shared(ops) => apply_ops(st, env, ops.iter().map(Cow::Borrowed)),
+            Batch::Owned(ops) => apply_ops(
+                st,
+                env,
+                ops.iter_mut()
+                    .map(|op| Cow::Owned(std::mem::replace(op, Op::Delete { key: Vec::new() }))),
+            ),
+        }
+    }
+}
+
 /// Applies a batch: runs of point operations go down the tree together,
 /// range deletes and range moves one at a time, all in batch order.
-fn apply_ops(st: &mut State, env: Env<'_>, ops: &[Op]) -> Result<()> {
+fn apply_ops<'a>(
+    st: &mut State,
+    env: Env<'_>,
+    ops: impl Iterator<Item = Cow<'a, Op>>,
+) -> Result<()> {
     let mut run: Vec<Msg> = Vec::new();
     for op in ops {
-        match point_msg(st, op) {
-            Some(m) => run.push(m),
-            None => {
-                if !run.is_empty() {
-                    st.apply_points(env, std::mem::take(&mut run))?;
-                }
-                apply_op(st, env, op)?;
+        if matches!(*op, Op::DeleteRange { .. } | Op::RangeMove { .. }) {
+            if !run.is_empty() {
+                st.apply_points(env, std::mem::take(&mut run))?;
             }
+            apply_op(st, env, &op)?;
+        } else if let Some(m) = point_msg(st, op.into_owned()) {
+            run.push(m);
         }
     }
     if !run.is_empty() {
@@ -801,24 +847,18 @@ fn apply_ops(st: &mut State, env: Env<'_>, ops: &[Op]) -> Result<()> {
 }
 
 /// The message of a point operation (None for range operations), with
-/// its MSN.
-fn point_msg(st: &mut State, op: &Op) -> Option<Msg> {
+/// its MSN; the operation's key and bytes move into it.
+fn point_msg(st: &mut State, op: Op) -> Option<Msg> {
     let (key, op) = match op {
-        Op::Insert { key, value } => (key, PointOp::Insert(value.clone())),
+        Op::Insert { key, value } => (key, PointOp::Insert(value)),
         Op::Delete { key } => (key, PointOp::Delete),
-        Op::Patch { key, offset, data } => (
-            key,
-            PointOp::Patch {
-                offset: *offset,
-                data: data.clone(),
-            },
-        ),
-        Op::Truncate { key, len } => (key, PointOp::Truncate { len: *len }),
+        Op::Patch { key, offset, data } => (key, PointOp::Patch { offset, data }),
+        Op::Truncate { key, len } => (key, PointOp::Truncate { len }),
         Op::DeleteRange { .. } | Op::RangeMove { .. } => return None,
     };
     let msn = st.next_msn();
     Some(Msg::Point {
-        key: key.to_vec(),
+        key,
         msg: PointMsg { msn, op },
     })
 }

@@ -229,7 +229,7 @@ impl Fs {
             attr.perm = kill_suid_sgid(attr.perm);
         }
         ops.push(put_attr(loc, &attr));
-        self.tree.write(&ops)?;
+        self.tree.write_owned(ops)?;
         Ok(attr)
     }
 
