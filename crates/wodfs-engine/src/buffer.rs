@@ -158,11 +158,14 @@ impl MsgBuffer {
     }
 
     pub fn max_msn(&self) -> Msn {
-        let p = self
-            .iter_points()
-            .filter_map(|(_, v)| v.last().map(|m| m.msn))
-            .max()
-            .unwrap_or(0);
+        let p = match &self.points {
+            Points::Open(m) => m
+                .values()
+                .filter_map(|v| v.last().map(|m| m.msn))
+                .max()
+                .unwrap_or(0),
+            Points::Frozen(f) => f.max_msn(),
+        };
         p.max(self.ranges.max_msn())
     }
 

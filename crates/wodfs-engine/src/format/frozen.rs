@@ -13,7 +13,7 @@
 use super::bytes::{Dec, DecResult, Enc};
 use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
-use crate::msg::PointMsg;
+use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
@@ -146,6 +146,8 @@ pub(crate) struct FrozenPoints {
     /// Accounting bytes of the point messages, counted as `MsgBuffer`
     /// counts them.
     bytes: usize,
+    /// The highest MSN of any point message.
+    max_msn: Msn,
 }
 
 /// A frozen buffer's parts: decoded range deletes, indexed point messages.
@@ -177,6 +179,7 @@ impl FrozenPoints {
         let mut index = Vec::with_capacity(n_keys);
         let mut messages = 0;
         let mut bytes = 0;
+        let mut max_msn = 0;
         let mut last: Option<&[u8]> = None;
         for _ in 0..n_keys {
             let k = d.bytes("message key", MAX_KEY_BYTES)?;
@@ -196,6 +199,7 @@ impl FrozenPoints {
                     return Err("messages of a key out of MSN order".into());
                 }
                 last_msn = Some(msn);
+                max_msn = max_msn.max(msn);
                 bytes += 8 + op.encoded_bytes();
             }
             messages += n;
@@ -215,6 +219,7 @@ impl FrozenPoints {
                 index,
                 messages,
                 bytes,
+                max_msn,
             },
         ))
     }
@@ -266,6 +271,10 @@ impl FrozenPoints {
     /// Heap bytes held.
     pub fn mem_bytes(&self) -> usize {
         self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64
+    }
+
+    pub fn max_msn(&self) -> Msn {
+        self.max_msn
     }
 
     /// Accounting bytes of the point messages.

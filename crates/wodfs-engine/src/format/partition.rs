@@ -6,7 +6,8 @@ use super::frozen::{FrozenBasement, FrozenPoints};
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::config::Compression;
-use crate::msg::{kind, Msn, PointOp};
+use crate::msg::{kind, Msn, PointMsg, PointOp};
+use crate::range_index::RangeIndex;
 use crate::MAX_VALUE_BYTES;
 
 /// Partition kinds (persisted; never renumber).
@@ -35,13 +36,7 @@ pub(crate) fn decode_basement(buf: &[u8]) -> DecResult<Basement> {
 }
 
 pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
-    e.u8(PART_BUFFER);
-    e.varint(b.ranges.len() as u64);
-    for (lo, r) in b.ranges.iter() {
-        e.bytes(lo);
-        e.bytes(&r.hi);
-        e.u64(r.msn);
-    }
+    encode_ranges(&b.ranges, e);
     e.varint(b.key_count() as u64);
     if let Some(lists) = b.frozen_encoded() {
         // Unchanged point messages: copy each key's encoded list.
@@ -53,24 +48,41 @@ pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
     }
     for (k, list) in b.iter_points() {
         e.bytes(k);
-        e.varint(list.len() as u64);
-        for m in list.iter() {
-            e.u64(m.msn);
-            match &m.op {
-                PointOp::Insert(v) => {
-                    e.u8(kind::INSERT);
-                    e.bytes(v);
-                }
-                PointOp::Delete => e.u8(kind::DELETE),
-                PointOp::Patch { offset, data } => {
-                    e.u8(kind::PATCH);
-                    e.varint(u64::from(*offset));
-                    e.bytes(data);
-                }
-                PointOp::Truncate { len } => {
-                    e.u8(kind::TRUNCATE);
-                    e.varint(u64::from(*len));
-                }
+        encode_msgs(&list, e);
+    }
+}
+
+/// A buffer's kind byte and range deletes: everything before its point
+/// messages.
+pub(crate) fn encode_ranges(ranges: &RangeIndex, e: &mut Enc) {
+    e.u8(PART_BUFFER);
+    e.varint(ranges.len() as u64);
+    for (lo, r) in ranges.iter() {
+        e.bytes(lo);
+        e.bytes(&r.hi);
+        e.u64(r.msn);
+    }
+}
+
+/// One key's message list: its count, then each message.
+pub(crate) fn encode_msgs(list: &[PointMsg], e: &mut Enc) {
+    e.varint(list.len() as u64);
+    for m in list {
+        e.u64(m.msn);
+        match &m.op {
+            PointOp::Insert(v) => {
+                e.u8(kind::INSERT);
+                e.bytes(v);
+            }
+            PointOp::Delete => e.u8(kind::DELETE),
+            PointOp::Patch { offset, data } => {
+                e.u8(kind::PATCH);
+                e.varint(u64::from(*offset));
+                e.bytes(data);
+            }
+            PointOp::Truncate { len } => {
+                e.u8(kind::TRUNCATE);
+                e.varint(u64::from(*len));
             }
         }
     }

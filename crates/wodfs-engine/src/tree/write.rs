@@ -284,7 +284,9 @@ impl State {
         let cb = child_bounds(node, bounds, i);
         let cprefix = cb.frame();
         let lift_len = cprefix.len() - node.prefix.len();
-        buf.map_keys(|k| k[lift_len..].to_vec());
+        if lift_len > 0 {
+            buf.map_keys(|k| k[lift_len..].to_vec());
+        }
         let (rlo, rhi) = relative(&cb, &cprefix);
         if buf.ranges.covers(&rlo, rhi.as_deref()) {
             // Leaf pruning: everything below is older than this delete.
@@ -316,6 +318,9 @@ impl State {
         for (lo, r) in buf.ranges.iter() {
             rangecast(&mut node, lo.clone(), r.hi.clone(), r.msn);
         }
+        // Thawing a frozen child buffer once beats merging into it: the
+        // node usually stays cached for several flushes, and a merge would
+        // copy the whole buffer each time (tried: no faster).
         for (k, list) in buf.take_points() {
             let j = node.part_index(&k);
             for m in list {
