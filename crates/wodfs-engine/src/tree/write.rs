@@ -255,7 +255,13 @@ impl State {
                 *budget -= 1;
                 changed = true;
             }
-            if has_ranges && !covers && node.height > 1 && i < node.children.len() {
+            // Ranges that reached the level below earlier wait there too:
+            // the child's header says whether any buffer holds one.
+            if !covers
+                && node.height > 1
+                && i < node.children.len()
+                && (has_ranges || self.may_hold_ranges(env, node.children[i].child)?)
+            {
                 let cb = child_bounds(node, bounds, i);
                 let child = node.children[i].child;
                 let (mut c, cdirty) = self.take_full(env, child)?;
@@ -269,6 +275,35 @@ impl State {
             i += 1;
         }
         Ok(changed)
+    }
+
+    /// Can the subtree under internal node `b` hold range deletes in its
+    /// buffers? Answered from headers (read if not cached; internal nodes
+    /// are few), never from buffers or leaves.
+    fn may_hold_ranges(&self, env: Env<'_>, b: BlockNum) -> Result<bool> {
+        let entry = self.node_for_read(env, b)?;
+        if entry.node.is_leaf() {
+            return Ok(false);
+        }
+        let here = entry
+            .node
+            .parts
+            .iter()
+            .any(|p| match (p.data.get(), &p.summary) {
+                (Some(Part::Buffer(buf)), _) => !buf.ranges.is_empty(),
+                (Some(Part::Basement(_)), _) => false,
+                (None, Some(sum)) => sum.has_ranges,
+                (None, None) => true,
+            });
+        if here || entry.node.height == 1 {
+            return Ok(here);
+        }
+        for e in &entry.node.children {
+            if self.may_hold_ranges(env, e.child)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Moves buffer `i` of `node` into child `i`.
