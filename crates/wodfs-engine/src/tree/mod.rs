@@ -142,6 +142,13 @@ struct Shared {
     recovery: Mutex<LogEnd>,
     /// The sequential stream being written: last insert key, bytes so far.
     stream: Mutex<(Vec<u8>, usize)>,
+    /// Binding records were appended whose bound nodes are written but not
+    /// yet device-synced. Set and taken under the state's write lock.
+    device_sync_owed: std::sync::atomic::AtomicBool,
+    /// Held by a sync from its locked section until its device sync is
+    /// done, and passed through by every sync before it writes log bytes:
+    /// no binding record reaches the device before its bound nodes.
+    bind_barrier: Mutex<()>,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -310,6 +317,8 @@ impl Tree {
                 late_binding_min_bytes: std::sync::atomic::AtomicUsize::new(LATE_BINDING_MIN_BYTES),
                 recovery: Mutex::new(LogEnd::Clean),
                 stream: Mutex::new((Vec::new(), 0)),
+                device_sync_owed: std::sync::atomic::AtomicBool::new(false),
+                bind_barrier: Mutex::new(()),
             }),
         }
     }
@@ -537,23 +546,34 @@ impl Tree {
     /// Makes every batch written before this call durable: flushes the log
     /// (one device flush for all callers waiting at the same time).
     pub fn sync(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
         self.check_poison()?;
         let env = self.env();
-        let target = {
+        let (target, owed) = {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
                 let r = self.append_bindings(&mut st, env);
                 self.poison(r)?;
-                // The bound nodes must be durable before the log bytes that
-                // name them: inside one sync epoch the device may keep the
-                // later write and lose the earlier one.
-                let r = env.sync();
-                self.poison(r)?;
             }
+            // The bound nodes must be durable before the log bytes that
+            // name them (inside one sync epoch the device may keep the
+            // later write and lose the earlier one). That device sync runs
+            // after the lock is released, so writers and readers do not
+            // wait for it; the barrier, taken here, keeps every sync's log
+            // write behind it.
+            let owed = self.shared.device_sync_owed.swap(false, Ordering::Relaxed);
+            let barrier = owed.then(|| self.shared.bind_barrier.lock());
             // Captured under the lock: nothing appended later (perhaps
             // unbound and not yet bound) is flushed by this sync.
-            self.shared.log.position().0
+            (self.shared.log.position().0, barrier)
         };
+        if owed.is_some() {
+            let r = env.sync();
+            self.poison(r)?;
+        }
+        drop(owed);
+        // Wait for any earlier sync's device sync of bound nodes.
+        drop(self.shared.bind_barrier.lock());
         let r = self.shared.log.sync_to(env, target);
         self.poison(r)
     }
@@ -596,6 +616,11 @@ impl Tree {
     fn append_bindings(&self, st: &mut State, env: Env<'_>) -> Result<()> {
         let log = &self.shared.log;
         let bindings = st.bind_pending(env, log.position().0)?;
+        if !bindings.is_empty() {
+            self.shared
+                .device_sync_owed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let payload = crate::wal::record::encode_bindings(&bindings);
         if !log.append(&payload)? {
             return Err(Error::Poisoned(
