@@ -126,3 +126,22 @@ fn posix_acl_xattrs_are_refused() {
     fs.set_xattr(&f, b"user.x", b"1", XattrSet::Upsert).unwrap();
     assert_eq!(fs.list_xattr(&f).unwrap(), vec![b"user.x".to_vec()]);
 }
+
+/// generic/683-685: fallocate by an unprivileged caller clears set-user-ID
+/// and set-group-ID, as a write does; a privileged one keeps them.
+#[test]
+fn unprivileged_fallocate_clears_suid_and_sgid() {
+    let dev = Arc::new(MemDevice::new(64 << 20));
+    let fs = Fs::mkfs(Box::new(Arc::clone(&dev)), small_config(), 0, 0).unwrap();
+    let f = file(&fs, "f");
+    let mode_of = |fs: &Fs| fs.getattr(&f).unwrap().perm & 0o7777;
+    let set = wodfs_fs::SetAttr {
+        mode: Some(0o6755),
+        ..Default::default()
+    };
+    fs.setattr(&f, &set).unwrap();
+    fs.fallocate_as(&f, 0, 4096, 0, false).unwrap();
+    assert_eq!(mode_of(&fs), 0o6755);
+    fs.fallocate_as(&f, 0, 8192, 0, true).unwrap();
+    assert_eq!(mode_of(&fs), 0o0755);
+}

@@ -248,6 +248,20 @@ impl Fs {
     /// checked, not held (there are no reservations), and holes inside the
     /// file are not counted.
     pub fn fallocate(&self, loc: &Loc, offset: u64, len: u64, mode: i32) -> FsResult<Attr> {
+        self.fallocate_as(loc, offset, len, mode, false)
+    }
+
+    /// [`Fs::fallocate`] by a caller that may not keep set-user-ID and
+    /// set-group-ID: `kill_priv` clears them, as a write does (an
+    /// unprivileged fallocate modifies the file; xfstests generic/683-685).
+    pub fn fallocate_as(
+        &self,
+        loc: &Loc,
+        offset: u64,
+        len: u64,
+        mode: i32,
+        kill_priv: bool,
+    ) -> FsResult<Attr> {
         use falloc::*;
         if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
             return err(libc::EOPNOTSUPP);
@@ -281,6 +295,9 @@ impl Fs {
             attr.mtime = now;
         }
         attr.ctime = now;
+        if kill_priv {
+            attr.perm = kill_suid_sgid(attr.perm);
+        }
         ops.push(put_attr(loc, &attr));
         self.tree.write(&ops)?;
         Ok(attr)

@@ -122,7 +122,7 @@ impl WodFuse {
 
     pub(super) fn do_fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -134,7 +134,12 @@ impl WodFuse {
             self.pending.flush_all(&self.fs);
             let r = self
                 .loc(ino)
-                .and_then(|l| self.fs.fallocate(&l, offset, length, mode))
+                .and_then(|l| {
+                    // Root keeps set-user-ID/set-group-ID (CAP_FSETID), as
+                    // on a write.
+                    self.fs
+                        .fallocate_as(&l, offset, length, mode, req.uid() != 0)
+                })
                 .map(|_| ());
             reply_empty(reply, r);
         });
