@@ -12,7 +12,6 @@ mod common;
 mod logger;
 mod nullfs;
 mod passthrough;
-mod readahead;
 mod serve;
 
 use std::path::PathBuf;

@@ -27,7 +27,9 @@ pub fn serve<FS: Filesystem>(
     // Runs once the request loop below has answered INIT.
     let readahead = thread::Builder::new()
         .name("readahead".to_string())
-        .spawn(move || crate::readahead::raise_readahead(&ra_mount))?;
+        // The same readahead window wodfs sets, so both read with the same
+        // request sizes.
+        .spawn(move || wodfs_fuse::readahead::raise_readahead(&ra_mount))?;
     let mut unmounter = session.unmount_callable();
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let signals_handle = signals.handle();

@@ -1,7 +1,10 @@
 //! I/O counts, which are deterministic (timings are not asserted anywhere).
 
+mod common;
+
 use std::sync::Arc;
 
+use common::small_nodes;
 use wodfs_device::{CountingDevice, MemDevice};
 use wodfs_engine::{Config, Tree};
 
@@ -21,17 +24,6 @@ fn cold_tree(cfg: &Config, n: u64) -> (Dev, Tree) {
     tree.close().unwrap();
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
     (dev, tree)
-}
-
-fn small_nodes() -> Config {
-    Config {
-        node_bytes: 256 << 10,
-        partition_bytes: 16 << 10,
-        fanout: 16,
-        cache_bytes: 6 << 20,
-        log_bytes: 1 << 20,
-        ..Config::default()
-    }
 }
 
 #[test]

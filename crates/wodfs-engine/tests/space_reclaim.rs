@@ -2,8 +2,11 @@
 //! file system's background work and `rm` of a large file rely on), at
 //! every level the delete has reached, not only the root's buffers.
 
+mod common;
+
+use common::{incompressible, small_nodes, Rng};
 use wodfs_device::MemDevice;
-use wodfs_engine::{Config, Tree};
+use wodfs_engine::Tree;
 
 fn key(i: u64) -> Vec<u8> {
     format!("/data/file{:03}/{:010}", i % 7, i).into_bytes()
@@ -11,27 +14,12 @@ fn key(i: u64) -> Vec<u8> {
 
 #[test]
 fn reclaim_reaches_range_deletes_waiting_below_the_root() {
-    let cfg = Config {
-        node_bytes: 256 << 10,
-        partition_bytes: 16 << 10,
-        fanout: 16,
-        cache_bytes: 6 << 20,
-        log_bytes: 1 << 20,
-        ..Config::default()
-    };
-    let tree = Tree::create(Box::new(MemDevice::new(512 << 20)), cfg).unwrap();
+    let tree = Tree::create(Box::new(MemDevice::new(512 << 20)), small_nodes()).unwrap();
     // Incompressible values, so the space they take is what they are.
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rng = Rng(7);
     for i in 0..20_000 {
-        let value: Vec<u8> = (0..4096)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        tree.insert(&key(i), &value).unwrap();
+        tree.insert(&key(i), &incompressible(&mut rng, 4096))
+            .unwrap();
     }
     tree.checkpoint().unwrap();
     assert!(tree.height() >= 2, "height {}", tree.height());

@@ -6,20 +6,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{new_fs, reopen};
+use common::{file, new_fs, reopen, root};
 use wodfs_device::{Device, MemDevice};
 use wodfs_engine::Config;
 use wodfs_fs::{falloc, Fs, FsPath, Kind, Loc, NewNode, RenameMode, Seek, SetAttr};
-
-fn root() -> FsPath {
-    FsPath::root()
-}
-
-fn file(fs: &Fs, name: &str) -> Loc {
-    fs.make(&root(), name.as_bytes(), NewNode::new(Kind::File, 0o644))
-        .unwrap();
-    fs.lookup(&root(), name.as_bytes()).unwrap().1
-}
 
 #[test]
 fn small_writes_into_a_cold_file_read_no_blocks() {

@@ -6,19 +6,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{new_fs, small_config};
+use common::{file, new_fs, root, small_config};
 use wodfs_device::MemDevice;
-use wodfs_fs::{falloc, Fs, FsOptions, FsPath, Kind, Loc, NewNode, RenameMode, XattrSet};
-
-fn root() -> FsPath {
-    FsPath::root()
-}
-
-fn file(fs: &Fs, name: &str) -> Loc {
-    fs.make(&root(), name.as_bytes(), NewNode::new(Kind::File, 0o644))
-        .unwrap();
-    fs.lookup(&root(), name.as_bytes()).unwrap().1
-}
+use wodfs_fs::{falloc, Fs, FsOptions, Kind, NewNode, RenameMode, XattrSet};
 
 /// generic/003: with `strictatime` every read updates atime, not only the
 /// first one after a change (relatime).

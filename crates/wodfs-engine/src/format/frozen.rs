@@ -28,6 +28,11 @@ struct Span {
     rest_end: u32,
 }
 
+/// Binary search of an index over sorted keys: the first entry `>= key`.
+fn lower_bound(raw: &[u8], index: &[Span], key: &[u8]) -> usize {
+    index.partition_point(|s| &raw[s.key_start as usize..s.key_end as usize] < key)
+}
+
 /// A frozen leaf basement: sorted key/value pairs.
 #[derive(Clone, Debug)]
 pub(crate) struct FrozenBasement {
@@ -121,8 +126,7 @@ impl FrozenBasement {
 
     /// Index of the first entry with key `>= key`.
     pub fn lower_bound(&self, key: &[u8]) -> usize {
-        self.index
-            .partition_point(|s| &self.raw[s.key_start as usize..s.key_end as usize] < key)
+        lower_bound(&self.raw, &self.index, key)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
@@ -259,8 +263,7 @@ impl FrozenPoints {
 
     /// Index of the first key `>= key`.
     pub fn lower_bound(&self, key: &[u8]) -> usize {
-        self.index
-            .partition_point(|s| &self.raw[s.key_start as usize..s.key_end as usize] < key)
+        lower_bound(&self.raw, &self.index, key)
     }
 
     pub fn find(&self, key: &[u8]) -> Option<usize> {

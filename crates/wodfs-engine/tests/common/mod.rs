@@ -5,7 +5,25 @@
 
 use std::collections::BTreeMap;
 
-use wodfs_engine::{prefix_successor, Op};
+use wodfs_engine::{prefix_successor, Config, Op};
+
+/// 256 KiB nodes with the default partition size and fanout: trees of a
+/// few levels from a few thousand 4 KiB values.
+pub fn small_nodes() -> Config {
+    Config {
+        node_bytes: 256 << 10,
+        partition_bytes: 16 << 10,
+        fanout: 16,
+        cache_bytes: 6 << 20,
+        log_bytes: 1 << 20,
+        ..Config::default()
+    }
+}
+
+/// `n` bytes that do not compress.
+pub fn incompressible(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.next() as u8).collect()
+}
 
 /// What the tree should hold.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -342,3 +342,16 @@ pub fn op_strategy() -> impl Strategy<Value = FsOp> {
         1 => Just(FsOp::Reopen),
     ]
 }
+
+/// The root directory's path.
+pub fn root() -> wodfs_fs::FsPath {
+    wodfs_fs::FsPath::root()
+}
+
+/// Creates a regular file (mode 0644) in the root and returns where it is.
+pub fn file(fs: &wodfs_fs::Fs, name: &str) -> wodfs_fs::Loc {
+    use wodfs_fs::{Kind, NewNode};
+    fs.make(&root(), name.as_bytes(), NewNode::new(Kind::File, 0o644))
+        .unwrap();
+    fs.lookup(&root(), name.as_bytes()).unwrap().1
+}
