@@ -2,53 +2,18 @@
 //! foreign, corrupt and inconsistent images, one-line errors, and (as root
 //! with /dev/fuse) the daemon: mount, sync, SIGTERM, remount.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{text, wodfs, Tmp};
 use std::time::Duration;
 
 use wodfs_device::FileDevice;
 use wodfs_engine::Tree;
 use wodfs_schema::key_codec::data_key;
 use wodfs_schema::FsPath;
-
-fn wodfs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wodfs"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(name: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("wodfs-cli-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
-    }
-    fn p(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.0.join("mnt"))
-            .output();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn mkfs(img: &str) {
     let o = wodfs(&["mkfs", img, "--size", "256M"]);

@@ -5,9 +5,12 @@
 //! engine's own image walker (`wodfs_engine::fuzz::node_extents`), the one
 //! the engine's committed-image test uses.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
+
+use common::{text, wodfs, Tmp};
 
 use wodfs_device::MemDevice;
 use wodfs_engine::Config;
@@ -200,41 +203,9 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("wodfs-fsck-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn wodfs(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wodfs"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn fsck_names_each_damage_with_its_exit_code() {
-    let dir = Scratch::new("names");
+    let dir = Tmp::new("names");
     let mut failures = Vec::new();
     for case in cases() {
         let img = dir.0.join(format!("{}.img", case.name));
@@ -262,7 +233,7 @@ fn fsck_names_each_damage_with_its_exit_code() {
 
 #[test]
 fn stat_refuses_damaged_images_in_one_line() {
-    let dir = Scratch::new("stat");
+    let dir = Tmp::new("stat");
     for case in cases().into_iter().filter(|c| c.code != 0) {
         let img = dir.0.join(format!("stat-{}.img", case.name));
         std::fs::write(&img, &case.image).unwrap();
@@ -279,7 +250,7 @@ fn stat_refuses_damaged_images_in_one_line() {
 
 #[test]
 fn fsck_of_something_that_is_no_image_is_an_operational_error() {
-    let dir = Scratch::new("noimage");
+    let dir = Tmp::new("noimage");
     // A directory cannot be checked at all: fsck(8)'s "operational error".
     let o = wodfs(&[Path::new("fsck"), &dir.0]);
     assert_eq!(o.status.code(), Some(8), "{}", text(&o));

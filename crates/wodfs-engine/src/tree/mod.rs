@@ -71,8 +71,12 @@ fn checkpoint_reserve(cfg: &Config, blocks: usize) -> u64 {
 /// The longest free run a checkpoint may need: the block table blob (about
 /// 37 bytes per block, with room to grow) and two nodes.
 fn contiguous_reserve(cfg: &Config, blocks: usize) -> u64 {
+    table_run(blocks) + 2 * crate::alloc::round_up(cfg.node_bytes as u64 + 4096)
+}
+
+/// The run the checkpoint's block table blob needs.
+fn table_run(blocks: usize) -> u64 {
     crate::alloc::round_up(blocks as u64 * 48 + 4096)
-        + 2 * crate::alloc::round_up(cfg.node_bytes as u64 + 4096)
 }
 
 /// Batches with at least this many bytes of inserted values log their
@@ -503,23 +507,62 @@ impl Tree {
     /// next checkpoint; when a batch does not fit but released space is
     /// waiting, one checkpoint is run first to make it reusable.
     fn admit(&self, ops: &[Op], payload_bytes: u64) -> Result<()> {
-        let deletes_only = ops
+        // A batch that deletes and writes at most a little metadata (a
+        // file system's unlink also touches the parent directory) frees
+        // space: it may use half of the reserve, so a full store can be
+        // emptied.
+        let deletes = ops
             .iter()
-            .all(|op| matches!(op, Op::Delete { .. } | Op::DeleteRange { .. }));
+            .any(|op| matches!(op, Op::Delete { .. } | Op::DeleteRange { .. }));
+        let written: usize = ops
+            .iter()
+            .map(|op| match op {
+                Op::Insert { value, .. } => value.len(),
+                Op::Patch { data, .. } => data.len(),
+                _ => 0,
+            })
+            .sum();
+        let deletes_only = deletes && written <= FREEING_BATCH_MAX_WRITE_BYTES;
         // Messages are rewritten once per level on their way down, each time
-        // as part of a redirect-on-write node: a generous allowance.
-        let need = if deletes_only { 0 } else { payload_bytes * 4 };
+        // as part of a redirect-on-write node: a generous allowance. The
+        // ops' own bytes count, not the log record's: a late-bound record
+        // holds no values, but the values still go into nodes.
+        let op_bytes: u64 = ops
+            .iter()
+            .map(|op| match op {
+                Op::Insert { key, value } => key.len() + value.len(),
+                Op::Patch { key, data, .. } => key.len() + data.len(),
+                Op::Delete { key } | Op::Truncate { key, .. } => key.len(),
+                Op::DeleteRange { lo, hi } => lo.len() + hi.len(),
+                Op::RangeMove { from, to } => from.len() + to.len(),
+            } as u64)
+            .sum();
+        let need = payload_bytes.max(op_bytes) * 4;
         let fits = |t: &Tree| {
             let st = t.shared.state.read();
             let blocks = st.table.live_blocks();
             let reserve = checkpoint_reserve(&t.shared.cfg, blocks);
-            let usable = if deletes_only { reserve / 2 } else { reserve };
+            // A freeing batch needs only room for the checkpoint that makes
+            // its space reusable (the block table and two nodes): the full
+            // reserve scales with the cache, and binding and flushes may
+            // already have used it, which would leave a full store that
+            // cannot be emptied.
+            let usable = if deletes_only {
+                contiguous_reserve(&t.shared.cfg, blocks).min(reserve / 2)
+            } else {
+                reserve
+            };
             let free = st.table.space.free_bytes();
             // The checkpoint's block table and a node or two must also find
             // contiguous room.
-            let run = contiguous_reserve(&t.shared.cfg, blocks);
-            let run_ok =
-                st.table.space.largest_extent() >= if deletes_only { run / 2 } else { run };
+            // contiguous room (a freeing batch: the table; the nodes it
+            // dirties shrink, and free space may be fragmented by then).
+            let run = if deletes_only {
+                table_run(blocks)
+            } else {
+                contiguous_reserve(&t.shared.cfg, blocks)
+            };
+            let run_ok = st.table.space.largest_extent() >= run;
             (
                 free >= usable + need && run_ok,
                 st.table.pending_bytes(),
@@ -760,6 +803,10 @@ impl Tree {
         self.shared.state.read().height
     }
 }
+
+/// How many bytes of inserts and patches a deleting batch may carry and
+/// still count as freeing space in admission (metadata, not data).
+const FREEING_BATCH_MAX_WRITE_BYTES: usize = 64 << 10;
 
 fn check_key(k: &[u8]) -> Result<()> {
     if k.len() > MAX_KEY_BYTES {
