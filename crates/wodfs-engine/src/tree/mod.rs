@@ -427,14 +427,8 @@ impl Tree {
         for op in ops {
             validate(op)?;
         }
-        let inserted: usize = ops
-            .iter()
-            .map(|op| match op {
-                Op::Insert { value, .. } => value.len(),
-                _ => 0,
-            })
-            .sum();
-        let late_binding = self.continues_stream(ops, inserted);
+        let size = BatchSize::of(ops);
+        let late_binding = self.continues_stream(ops, size.inserted);
         let payload = crate::wal::record::encode_batch(ops, late_binding);
         let log = &self.shared.log;
         if payload.len() as u64 > log.max_payload_bytes() {
@@ -446,7 +440,7 @@ impl Tree {
         }
         self.check_poison()?;
         let env = self.env();
-        self.admit(ops, payload.len() as u64)?;
+        self.admit(&size, payload.len() as u64)?;
         // Everything the apply step needs of the ops besides the ops
         // themselves, taken now: an owned batch gives its values away.
         let has_range_move = ops.iter().any(|op| matches!(op, Op::RangeMove { .. }));
@@ -506,38 +500,17 @@ impl Tree {
     /// still be emptied. Space that deletes release becomes free after the
     /// next checkpoint; when a batch does not fit but released space is
     /// waiting, one checkpoint is run first to make it reusable.
-    fn admit(&self, ops: &[Op], payload_bytes: u64) -> Result<()> {
+    fn admit(&self, size: &BatchSize, payload_bytes: u64) -> Result<()> {
         // A batch that deletes and writes at most a little metadata (a
         // file system's unlink also touches the parent directory) frees
         // space: it may use half of the reserve, so a full store can be
         // emptied.
-        let deletes = ops
-            .iter()
-            .any(|op| matches!(op, Op::Delete { .. } | Op::DeleteRange { .. }));
-        let written: usize = ops
-            .iter()
-            .map(|op| match op {
-                Op::Insert { value, .. } => value.len(),
-                Op::Patch { data, .. } => data.len(),
-                _ => 0,
-            })
-            .sum();
-        let deletes_only = deletes && written <= FREEING_BATCH_MAX_WRITE_BYTES;
+        let deletes_only = size.deletes && size.written <= FREEING_BATCH_MAX_WRITE_BYTES;
         // Messages are rewritten once per level on their way down, each time
         // as part of a redirect-on-write node: a generous allowance. The
         // ops' own bytes count, not the log record's: a late-bound record
         // holds no values, but the values still go into nodes.
-        let op_bytes: u64 = ops
-            .iter()
-            .map(|op| match op {
-                Op::Insert { key, value } => key.len() + value.len(),
-                Op::Patch { key, data, .. } => key.len() + data.len(),
-                Op::Delete { key } | Op::Truncate { key, .. } => key.len(),
-                Op::DeleteRange { lo, hi } => lo.len() + hi.len(),
-                Op::RangeMove { from, to } => from.len() + to.len(),
-            } as u64)
-            .sum();
-        let need = payload_bytes.max(op_bytes) * 4;
+        let need = payload_bytes.max(size.op_bytes) * 4;
         let fits = |t: &Tree| {
             let st = t.shared.state.read();
             let blocks = st.table.live_blocks();
@@ -801,6 +774,51 @@ impl Tree {
     /// Tree height (0: the root is a leaf).
     pub fn height(&self) -> u8 {
         self.shared.state.read().height
+    }
+}
+
+/// What admission and late binding need to know of a batch, in one pass.
+struct BatchSize {
+    /// Bytes of inserted values.
+    inserted: usize,
+    /// Bytes of inserted values and patch data.
+    written: usize,
+    /// Bytes of every op's keys, values and data.
+    op_bytes: u64,
+    /// Does the batch delete anything?
+    deletes: bool,
+}
+
+impl BatchSize {
+    fn of(ops: &[Op]) -> BatchSize {
+        let mut s = BatchSize {
+            inserted: 0,
+            written: 0,
+            op_bytes: 0,
+            deletes: false,
+        };
+        for op in ops {
+            let (keys, data) = match op {
+                Op::Insert { key, value } => {
+                    s.inserted += value.len();
+                    (key.len(), value.len())
+                }
+                Op::Patch { key, data, .. } => (key.len(), data.len()),
+                Op::Delete { key } => {
+                    s.deletes = true;
+                    (key.len(), 0)
+                }
+                Op::DeleteRange { lo, hi } => {
+                    s.deletes = true;
+                    (lo.len() + hi.len(), 0)
+                }
+                Op::Truncate { key, .. } => (key.len(), 0),
+                Op::RangeMove { from, to } => (from.len() + to.len(), 0),
+            };
+            s.written += data;
+            s.op_bytes += (keys + data) as u64;
+        }
+        s
     }
 }
 

@@ -94,14 +94,7 @@ impl WodFuse {
         name: &OsStr,
         reply: ReplyEmpty,
     ) {
-        guarded("unlink", || {
-            self.pending.flush_all(&self.fs);
-            let r = self
-                .path(parent)
-                .and_then(|d| self.fs.unlink(&d, name_bytes(name)));
-            let r = r.map(|removed| self.table.lock().removed(&removed));
-            reply_empty(reply, r);
-        });
+        self.remove("unlink", parent, name, reply, Fs::unlink);
     }
 
     pub(super) fn do_rmdir(
@@ -111,11 +104,24 @@ impl WodFuse {
         name: &OsStr,
         reply: ReplyEmpty,
     ) {
-        guarded("rmdir", || {
+        self.remove("rmdir", parent, name, reply, Fs::rmdir);
+    }
+
+    /// Unlink and rmdir: the removal, then the inode table learns what is
+    /// left of the file (an open one lives on under its inode).
+    fn remove(
+        &self,
+        what: &'static str,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+        op: fn(&Fs, &FsPath, &[u8]) -> FsResult<wodfs_fs::Removed>,
+    ) {
+        guarded(what, || {
             self.pending.flush_all(&self.fs);
             let r = self
                 .path(parent)
-                .and_then(|d| self.fs.rmdir(&d, name_bytes(name)));
+                .and_then(|d| op(&self.fs, &d, name_bytes(name)));
             let r = r.map(|removed| self.table.lock().removed(&removed));
             reply_empty(reply, r);
         });
