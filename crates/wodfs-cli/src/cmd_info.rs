@@ -22,6 +22,7 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         cfg.partition_bytes >> 10,
         cfg.fanout
     );
+    println!("log              {} MiB", cfg.log_bytes >> 20);
     println!("tree height      {}", report.height);
     println!(
         "nodes            {} ({} leaves)",

@@ -1,4 +1,4 @@
-//! `wodfs mkfs IMAGE [--size 8G] [--node-kib N] [--force]`.
+//! `wodfs mkfs IMAGE [--size 8G] [--node-kib N] [--log-mib N] [--force]`.
 
 use std::path::Path;
 
@@ -9,12 +9,13 @@ use wodfs_fs::Fs;
 use crate::args::parse_size;
 use crate::image::Fail;
 
-const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]";
+const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]";
 
 /// Runs `mkfs`.
 pub fn run(args: &[String]) -> Result<(), Fail> {
     let mut size: Option<u64> = None;
     let mut node_kib: Option<usize> = None;
+    let mut log_mib: Option<u64> = None;
     let mut force = false;
     let mut image = None;
     let mut it = args.iter();
@@ -29,6 +30,15 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
                 node_kib = Some(
                     v.parse()
                         .map_err(|_| Fail::new(format!("bad --node-kib {v:?}")))?,
+                );
+            }
+            "--log-mib" => {
+                let v = it.next().ok_or_else(|| Fail::new(USAGE))?;
+                log_mib = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&m| m >= 1)
+                        .ok_or_else(|| Fail::new(format!("bad --log-mib {v:?}")))?,
                 );
             }
             "--force" | "-f" => force = true,
@@ -72,8 +82,16 @@ pub fn run(args: &[String]) -> Result<(), Fail> {
         None => {}
     }
     cfg.partition_bytes = cfg.partition_bytes.min(cfg.node_bytes / 4).max(4096);
-    // A small image gets a proportionally small log.
-    cfg.log_bytes = (dev_bytes / 16).clamp(1 << 20, cfg.log_bytes) / 4096 * 4096;
+    cfg.log_bytes = match log_mib {
+        Some(m) if m << 20 > dev_bytes / 4 => {
+            return Err(Fail::new(format!(
+                "--log-mib {m}: the log may take at most a quarter of the image"
+            )))
+        }
+        Some(m) => m << 20,
+        // A small image gets a proportionally small log.
+        None => (dev_bytes / 16).clamp(1 << 20, cfg.log_bytes) / 4096 * 4096,
+    };
     cfg.cache_bytes = ((dev_bytes / 8) as usize)
         .min(cfg.cache_bytes)
         .max(8 * cfg.node_bytes);

@@ -61,6 +61,24 @@ fn one_line_errors_and_fsck_exit_codes() {
         "{}",
         text(&o)
     );
+    for bad in ["0", "lots", "100"] {
+        let o = wodfs(&["mkfs", &t.p("x"), "--size", "256M", "--log-mib", bad]);
+        assert!(
+            !o.status.success() && text(&o).contains("--log-mib"),
+            "--log-mib {bad}: {}",
+            text(&o)
+        );
+    }
+    let o = wodfs(&["mkfs", &t.p("logged"), "--size", "256M", "--log-mib", "32"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stat = wodfs(&["stat", &t.p("logged")]);
+    assert!(
+        text(&stat)
+            .lines()
+            .any(|l| l.starts_with("log ") && l.ends_with(" 32 MiB")),
+        "{}",
+        text(&stat)
+    );
     std::fs::create_dir_all(t.p("mnt")).unwrap();
     mkfs(&t.p("img"));
     let o = wodfs(&["mount", &t.p("img"), &t.p("mnt"), "-o", "frobnicate"]);

@@ -208,6 +208,7 @@ fn deleted_space_comes_back_through_the_background_thread() {
         log_sync_every: std::time::Duration::from_millis(20),
         checkpoint_every: std::time::Duration::from_millis(50),
         reclaim_flushes: 64,
+        write_back_thread: true,
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while tree.space().used_bytes > full.used_bytes / 4 {

@@ -1,10 +1,12 @@
 //! Background durability: a thread that makes the log durable every
 //! `log_sync_every` and checkpoints every `checkpoint_every` (BetrFS's
-//! defaults: 1 s and 60 s). The same steps are public methods, so tests
+//! defaults: 1 s and 60 s) or when the log is half full, and a
+//! write-back thread (see `writeback`). The same steps are public methods, so tests
 //! drive them directly instead.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,10 @@ pub struct BackgroundConfig {
     /// range deletes down to prune what they cover, so space freed by
     /// deletes becomes free without waiting for space pressure.
     pub reclaim_flushes: usize,
+    /// Run a second thread that writes back the dirty nodes eviction
+    /// picks, so the threads that write do not serialize and compress
+    /// them themselves.
+    pub write_back_thread: bool,
 }
 
 impl Default for BackgroundConfig {
@@ -30,7 +36,38 @@ impl Default for BackgroundConfig {
             log_sync_every: Duration::from_secs(1),
             checkpoint_every: Duration::from_secs(60),
             reclaim_flushes: 64,
+            write_back_thread: true,
         }
+    }
+}
+
+/// How writers and `Background::stop` reach the background thread.
+#[derive(Debug, Default)]
+pub(crate) struct Wake {
+    state: Mutex<WakeState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct WakeState {
+    running: bool,
+    stop: bool,
+    sync_wanted: bool,
+}
+
+impl Wake {
+    /// Asks the running background thread for a log sync now; false if
+    /// none runs (the caller syncs itself).
+    pub fn want_sync(&self) -> bool {
+        let mut s = self.state.lock();
+        if !s.running {
+            return false;
+        }
+        if !s.sync_wanted {
+            s.sync_wanted = true;
+            self.cv.notify_all();
+        }
+        true
     }
 }
 
@@ -38,25 +75,39 @@ impl Default for BackgroundConfig {
 /// dropped or [`Background::stop`]ped.
 #[derive(Debug)]
 pub struct Background {
-    stop: Arc<AtomicBool>,
+    tree: Tree,
     thread: Option<JoinHandle<Result<(), String>>>,
+    write_back: Option<(Arc<super::writeback::Queue>, JoinHandle<()>)>,
 }
 
 impl Tree {
     /// Starts the background thread for this tree.
     pub fn start_background(&self, cfg: BackgroundConfig) -> Background {
-        let stop = Arc::new(AtomicBool::new(false));
+        *self.shared.wake.state.lock() = WakeState {
+            running: true,
+            ..WakeState::default()
+        };
+        let write_back = cfg.write_back_thread.then(|| self.start_write_back());
         let tree = self.clone();
-        let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("wodfs-background".into())
             .spawn(move || {
                 let tick = cfg.log_sync_every.min(Duration::from_millis(100));
                 let mut last_sync = Instant::now();
                 let mut last_checkpoint = Instant::now();
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    if last_sync.elapsed() >= cfg.log_sync_every {
+                let wake = &tree.shared.wake;
+                loop {
+                    let wanted = {
+                        let mut s = wake.state.lock();
+                        if !s.stop && !s.sync_wanted {
+                            wake.cv.wait_for(&mut s, tick);
+                        }
+                        if s.stop {
+                            break;
+                        }
+                        std::mem::take(&mut s.sync_wanted)
+                    };
+                    if wanted || last_sync.elapsed() >= cfg.log_sync_every {
                         tree.sync().map_err(|e| e.to_string())?;
                         last_sync = Instant::now();
                     }
@@ -64,14 +115,19 @@ impl Tree {
                         tree.reclaim_space(cfg.reclaim_flushes)
                             .map_err(|e| e.to_string())?;
                         last_checkpoint = Instant::now();
+                    } else if tree.log_half_full() {
+                        // Here rather than in a writer's thread, which
+                        // checkpoints itself only when the log is 3/4 full.
+                        tree.checkpoint().map_err(|e| e.to_string())?;
                     }
                 }
                 tree.sync().map_err(|e| e.to_string())
             })
             .expect("spawning the background thread");
         Background {
-            stop,
+            tree: self.clone(),
             thread: Some(thread),
+            write_back,
         }
     }
 }
@@ -83,7 +139,17 @@ impl Background {
     }
 
     fn stop_inner(&mut self) -> Result<(), String> {
-        self.stop.store(true, Ordering::Relaxed);
+        if let Some((queue, thread)) = self.write_back.take() {
+            queue.stop();
+            let _ = thread.join();
+        }
+        {
+            let wake = &self.tree.shared.wake;
+            let mut s = wake.state.lock();
+            s.stop = true;
+            s.running = false;
+            wake.cv.notify_all();
+        }
         match self.thread.take() {
             Some(t) => t
                 .join()

@@ -25,9 +25,24 @@ pub(crate) struct Unbound {
     pub key: Vec<u8>,
 }
 
+/// Where the newest whole value of a key is. An answer stays good while
+/// the node's cache entry is unchanged: the message or entry holding the
+/// value leaves a node only by a change to it (a flush, a split), which
+/// replaces its entry. A newer operation on the key elsewhere does not
+/// matter: binding to a value that includes the unbound insert is sound
+/// (module comment).
 enum Located {
     Node(BlockNum),
     Obsolete,
+}
+
+/// An answer of the first pass: the unbound insert `(lsn, op)` has its
+/// value in `block`, whose entry was `entry`.
+pub(crate) struct Found {
+    lsn: u64,
+    op: u32,
+    pub block: BlockNum,
+    version: u64,
 }
 
 impl State {
@@ -67,17 +82,55 @@ impl State {
         }
     }
 
+    /// Finds the nodes holding the values of unbound inserts `from..` (a
+    /// first pass under the read lock; see [`Located`] for why its answers
+    /// stay good while the node's entry is unchanged).
+    pub fn locate_unbound(&self, env: Env<'_>, from: usize, n: usize) -> Result<Vec<Found>> {
+        let mut out = Vec::new();
+        for u in self.unbound.iter().skip(from).take(n) {
+            if let Located::Node(b) = self.locate_value(env, &u.key)? {
+                if let Some((version, _)) = self.cache.version(b) {
+                    out.push(Found {
+                        lsn: u.lsn,
+                        op: u.op,
+                        block: b,
+                        version,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Binds every pending unbound insert: writes the nodes that hold them
     /// (redirect-on-write, left cached and clean) and returns the binding
-    /// entries to log.
-    pub fn bind_pending(&mut self, env: Env<'_>, bind_lsn: u64) -> Result<Vec<Binding>> {
+    /// entries to log. `found` are answers of [`State::locate_unbound`]
+    /// whose nodes were written since: an insert whose node's entry is
+    /// still the cached, clean one is bound to it without looking again.
+    pub fn bind_pending(
+        &mut self,
+        env: Env<'_>,
+        bind_lsn: u64,
+        found: &[Found],
+    ) -> Result<Vec<Binding>> {
         let pending = std::mem::take(&mut self.unbound);
         let mut out = Vec::with_capacity(pending.len());
         let mut written: std::collections::HashMap<BlockNum, crate::table::Extent> =
             Default::default();
+        let known: std::collections::HashMap<(u64, u32), &Found> =
+            found.iter().map(|f| ((f.lsn, f.op), f)).collect();
         env.dev.annotate("bind.nodes");
         for u in pending {
-            let target = match self.locate_value(env, &u.key)? {
+            let located = match known.get(&(u.lsn, u.op)) {
+                Some(f)
+                    if self.cache.version(f.block) == Some((f.version, false))
+                        && !self.writing.contains(&f.block) =>
+                {
+                    Located::Node(f.block)
+                }
+                _ => self.locate_value(env, &u.key)?,
+            };
+            let target = match located {
                 Located::Obsolete => Target::Obsolete,
                 Located::Node(b) => {
                     let x = match written.get(&b) {

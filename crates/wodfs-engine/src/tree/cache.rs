@@ -20,8 +20,18 @@ use crate::table::BlockNum;
 pub(crate) struct CacheEntry {
     pub node: Node,
     pub dirty: bool,
+    /// Which contents of the node this is: a new one per put; kept when
+    /// the entry is only cleaned or stripped of loaded partitions.
+    pub version: u64,
     last_used: AtomicU64,
     accounted: AtomicUsize,
+}
+
+impl CacheEntry {
+    /// The bytes this entry counts for in the cache's budget.
+    pub fn mem_bytes(&self) -> usize {
+        self.accounted.load(Ordering::Relaxed)
+    }
 }
 
 impl Clone for CacheEntry {
@@ -29,6 +39,7 @@ impl Clone for CacheEntry {
         CacheEntry {
             node: self.node.clone(),
             dirty: self.dirty,
+            version: self.version,
             last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(self.accounted.load(Ordering::Relaxed)),
         }
@@ -62,6 +73,54 @@ impl Cache {
         Some(e)
     }
 
+    /// The cached entry, without counting as a use (write-back looks at
+    /// nodes without making them recent).
+    pub fn peek(&self, b: BlockNum) -> Option<Arc<CacheEntry>> {
+        self.map.lock().get(&b).cloned()
+    }
+
+    /// Is `entry` still the one cached for `b` (not replaced since)?
+    pub fn is_current(&self, b: BlockNum, entry: &Arc<CacheEntry>) -> bool {
+        self.map
+            .lock()
+            .get(&b)
+            .is_some_and(|e| Arc::ptr_eq(e, entry))
+    }
+
+    /// Node `b` was written as it is: it becomes clean where it is, keeping
+    /// its place in the LRU order; `set_places` records where its
+    /// partitions went, so they can be dropped and read back.
+    pub fn mark_clean(&self, b: BlockNum, set_places: impl FnOnce(&mut Node)) {
+        let mut map = self.map.lock();
+        let Some(e) = map.get_mut(&b) else {
+            return;
+        };
+        if !e.dirty {
+            return;
+        }
+        match Arc::get_mut(e) {
+            Some(entry) => {
+                set_places(&mut entry.node);
+                entry.dirty = false;
+            }
+            None => {
+                // A reader still holds the entry: it keeps its copy.
+                let mut copy = (**e).clone();
+                set_places(&mut copy.node);
+                copy.dirty = false;
+                *e = Arc::new(copy);
+            }
+        }
+        let size = e.accounted.load(Ordering::Relaxed);
+        self.dirty_bytes.fetch_sub(size, Ordering::Relaxed);
+    }
+
+    /// The version of node `b`'s cached contents and whether they are
+    /// dirty.
+    pub fn version(&self, b: BlockNum) -> Option<(u64, bool)> {
+        self.map.lock().get(&b).map(|e| (e.version, e.dirty))
+    }
+
     pub fn contains(&self, b: BlockNum) -> bool {
         self.map.lock().contains_key(&b)
     }
@@ -80,10 +139,12 @@ impl Cache {
     /// Inserts a node (a reader's load, or the writer's put).
     pub fn put(&self, b: BlockNum, node: Node, dirty: bool) -> Arc<CacheEntry> {
         let size = node.mem_bytes();
+        let now = self.tick();
         let entry = Arc::new(CacheEntry {
             node,
             dirty,
-            last_used: AtomicU64::new(self.tick()),
+            version: now,
+            last_used: AtomicU64::new(now),
             accounted: AtomicUsize::new(size),
         });
         self.bytes.fetch_add(size, Ordering::Relaxed);
@@ -138,6 +199,7 @@ impl Cache {
         let entry = Arc::new(CacheEntry {
             node,
             dirty: false,
+            version: e.version,
             last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(size),
         });

@@ -153,6 +153,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         log_checkpoint_lsn: 0,
         log_chain: 0,
         unbound: Vec::new(),
+        writeback: Default::default(),
     };
     state.put_dirty(root, Node::empty_leaf(Vec::new()));
     Ok(state)
@@ -275,6 +276,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         log_checkpoint_lsn: sb.log_checkpoint_lsn,
         log_chain: sb.log_chain,
         unbound: Vec::new(),
+        writeback: Default::default(),
     };
     Ok((state, cfg))
 }

@@ -24,6 +24,7 @@ mod state;
 mod stats;
 mod verify;
 mod write;
+mod writeback;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -58,6 +59,10 @@ pub struct Space {
     /// Bytes referenced by the tree or by the last checkpoint.
     pub used_bytes: u64,
 }
+
+/// Dirty nodes a checkpoint serializes per round trip of the lock before
+/// it takes the lock for the rest: bounds the images held at once.
+const CHECKPOINT_WRITE_BACK_BATCH: usize = 8;
 
 /// Node space kept free for checkpoints: every dirty node (at most a third
 /// of the cache) written to a new place, the block table, and a few nodes
@@ -153,6 +158,8 @@ struct Shared {
     /// done, and passed through by every sync before it writes log bytes:
     /// no binding record reaches the device before its bound nodes.
     bind_barrier: Mutex<()>,
+    /// Reaches the background thread, if one runs.
+    wake: background::Wake,
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -323,6 +330,7 @@ impl Tree {
                 stream: Mutex::new((Vec::new(), 0)),
                 device_sync_owed: std::sync::atomic::AtomicBool::new(false),
                 bind_barrier: Mutex::new(()),
+                wake: Default::default(),
             }),
         }
     }
@@ -469,7 +477,7 @@ impl Tree {
                 if !st.unbound.is_empty() && has_range_move {
                     // A range move reads values: bind pending inserts while
                     // their keys are still in place.
-                    self.append_bindings(&mut st, env)?;
+                    self.append_bindings(&mut st, env, &[])?;
                 }
                 batch.apply(&mut st, env)?;
                 let (lsn, _) = log.position();
@@ -487,7 +495,13 @@ impl Tree {
             self.poison(r)?;
             break;
         }
-        if log.pending_bytes() >= crate::wal::LOG_BUFFER_BYTES {
+        // A full log buffer is flushed by the background thread, so the
+        // writer does not wait for the device; only if it falls far behind
+        // (or none runs) does the writer flush it itself.
+        let pending = log.pending_bytes();
+        if pending >= crate::wal::LOG_BUFFER_BYTES * 8
+            || (pending >= crate::wal::LOG_BUFFER_BYTES && !self.shared.wake.want_sync())
+        {
             self.sync()?;
         }
         Ok(())
@@ -565,10 +579,11 @@ impl Tree {
         use std::sync::atomic::Ordering;
         self.check_poison()?;
         let env = self.env();
+        let found = self.prepare_bindings()?;
         let (target, owed) = {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
-                let r = self.append_bindings(&mut st, env);
+                let r = self.append_bindings(&mut st, env, &found);
                 self.poison(r)?;
             }
             // The bound nodes must be durable before the log bytes that
@@ -629,9 +644,35 @@ impl Tree {
     }
 
     /// Binds every pending unbound insert and appends the binding record.
-    fn append_bindings(&self, st: &mut State, env: Env<'_>) -> Result<()> {
+    /// A sync's work on unbound inserts that needs no write lock: find the
+    /// nodes holding their values (under the read lock, a chunk at a time)
+    /// and write the dirty ones back without the lock, so that binding
+    /// under the lock mostly only names nodes already written.
+    fn prepare_bindings(&self) -> Result<Vec<bind::Found>> {
+        const CHUNK: usize = 4096;
+        let env = self.env();
+        let mut found = Vec::new();
+        let mut from = 0;
+        loop {
+            let st = self.shared.state.read();
+            if from >= st.unbound.len() {
+                break;
+            }
+            found.extend(st.locate_unbound(env, from, CHUNK)?);
+            from += CHUNK;
+        }
+        let mut blocks: Vec<crate::table::BlockNum> = found.iter().map(|f| f.block).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for chunk in blocks.chunks(4) {
+            self.write_back_unlocked(chunk, writeback::For::Binding)?;
+        }
+        Ok(found)
+    }
+
+    fn append_bindings(&self, st: &mut State, env: Env<'_>, found: &[bind::Found]) -> Result<()> {
         let log = &self.shared.log;
-        let bindings = st.bind_pending(env, log.position().0)?;
+        let bindings = st.bind_pending(env, log.position().0, found)?;
         if !bindings.is_empty() {
             self.shared
                 .device_sync_owed
@@ -692,6 +733,13 @@ impl Tree {
     pub fn checkpoint(&self) -> Result<()> {
         let _one_at_a_time = self.shared.checkpoint_lock.lock();
         self.check_poison()?;
+        // Most dirty nodes are serialized without the lock (see
+        // `writeback`); only what is dirtied again meanwhile, and the nodes
+        // above, are serialized under it below.
+        let dirty = self.shared.state.read().cache.dirty_blocks();
+        for chunk in dirty.chunks(CHECKPOINT_WRITE_BACK_BATCH) {
+            self.write_back_unlocked(chunk, writeback::For::Checkpoint)?;
+        }
         let env = self.env();
         let (plan, lsn) = {
             let mut st = self.shared.state.write();
@@ -705,6 +753,13 @@ impl Tree {
         self.shared.log.reclaim(lsn);
         self.shared.stats.add_checkpoint();
         Ok(())
+    }
+
+    /// Is the log more than half full? (The background thread checkpoints
+    /// then, before writers have to.)
+    fn log_half_full(&self) -> bool {
+        let log = &self.shared.log;
+        log.used_bytes() > log.region_bytes() / 2
     }
 
     /// Checkpoints and closes the tree.

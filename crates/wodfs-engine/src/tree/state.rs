@@ -41,6 +41,8 @@ pub(crate) struct State {
     pub log_chain: u32,
     /// Unbound inserts logged but not yet bound (late-binding journal).
     pub unbound: Vec<super::bind::Unbound>,
+    /// Dirty nodes handed to the write-back thread.
+    pub writeback: super::writeback::Queued,
 }
 
 /// What every tree operation needs besides the state.

@@ -26,6 +26,8 @@ counters! {
     node_reads: "Whole-node reads (all missing partitions in one request).",
     node_writes: "Nodes written (redirect-on-write).",
     node_bytes_written: "Bytes of nodes written.",
+    unlocked_writes: "Of those, nodes serialized without the tree's lock (write-back thread, checkpoint).",
+    stale_writes: "Nodes serialized without the lock and then dropped: changed meanwhile.",
     flushes: "Buffers flushed to a child.",
     leaf_splits: "Leaf splits.",
     internal_splits: "Internal node splits.",
@@ -51,6 +53,13 @@ impl Stats {
     pub fn add_node_write(&self, bytes: usize) {
         self.node_writes.fetch_add(1, Relaxed);
         self.node_bytes_written.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn add_unlocked_write(&self, bytes: usize) {
+        self.add_node_write(bytes);
+        self.unlocked_writes.fetch_add(1, Relaxed);
+    }
+    pub fn add_stale_write(&self) {
+        self.stale_writes.fetch_add(1, Relaxed);
     }
     pub fn add_flush(&self) {
         self.flushes.fetch_add(1, Relaxed);

@@ -382,19 +382,20 @@ impl State {
             return Ok(Vec::new());
         }
         env.stats.add_leaf_split();
-        let entries = leaf_entries(&mut node);
         let target = env.cfg.node_bytes * 3 / 4;
-        let pieces = chunk_by_bytes(entries, total.div_ceil(target).max(2), total);
+        // The entries as slices of the basements they sit in: each piece is
+        // built straight from them, one copy, no allocation per entry.
+        let entries: Vec<(&[u8], &[u8])> = (0..node.parts.len())
+            .flat_map(|j| node.basement(j).iter())
+            .collect();
+        let pieces = chunk_by_bytes(&entries, total.div_ceil(target).max(2), total);
         let mut splits = Vec::new();
         let mut lo = bounds.lo.clone();
-        let n = pieces.len();
-        let mut iter = pieces.into_iter().peekable();
-        let mut j = 0;
-        while let Some(piece) = iter.next() {
-            let hi = match iter.peek() {
+        for (j, piece) in pieces.iter().enumerate() {
+            let hi = match pieces.get(j + 1) {
                 Some(next) => Some(concat(
                     &node.prefix,
-                    &separator(&piece.last().expect("non-empty").0, &next[0].0),
+                    &separator(entries[piece.end - 1].0, entries[next.start].0),
                 )),
                 None => bounds.hi.clone(),
             };
@@ -402,12 +403,16 @@ impl State {
                 lo: lo.clone(),
                 hi: hi.clone(),
             };
+            // Narrower bounds: the frame extends the old one, so keys
+            // relative to it are the old ones minus the extension.
             let prefix = pb.frame();
-            let entries = piece
-                .into_iter()
-                .map(|(k, v)| (rebase(&k, &node.prefix, &prefix), v))
-                .collect();
-            let mut leaf = build_leaf(prefix, entries, env.cfg.partition_bytes);
+            let strip = prefix.len() - node.prefix.len();
+            let mut leaf = build_leaf_from(
+                prefix,
+                &entries[piece.clone()],
+                strip,
+                env.cfg.partition_bytes,
+            );
             leaf.max_msn = node.max_msn;
             let blk = if j == 0 { b } else { self.table.create(0) };
             if j > 0 {
@@ -417,9 +422,7 @@ impl State {
             if let Some(h) = hi {
                 lo = h;
             }
-            j += 1;
         }
-        debug_assert_eq!(j, n);
         Ok(splits)
     }
 
@@ -734,30 +737,48 @@ impl State {
     /// nodes plus checkpoint images stay within `cache_bytes`.
     pub fn evict(&mut self, env: Env<'_>) -> Result<()> {
         let (node_max, dirty_max) = budget_split(env.cfg.cache_bytes);
-        if self.cache.bytes() <= node_max && self.cache.dirty_bytes() <= dirty_max {
+        let queued = self.writeback.bytes;
+        if self.cache.bytes() <= node_max + queued && self.cache.dirty_bytes() <= dirty_max + queued
+        {
             return Ok(());
         }
         env.dev.annotate("evict");
         let (node_target, dirty_target) = (node_max - node_max / 8, dirty_max - dirty_max / 8);
         // Dirty budget first, then clean nodes make room (dropping them
         // costs no write), and only if the cache is still over does a
-        // dirty node go early.
-        self.write_back_lru(env, |c| c.dirty_bytes() > dirty_target)?;
+        // dirty node go early. Nodes queued for the write-back thread are
+        // as good as written: they turn clean without the lock.
+        self.write_back_lru(env, dirty_max, |c, q| {
+            c.dirty_bytes().saturating_sub(q) > dirty_target
+        })?;
         self.evict_clean(env);
-        self.write_back_lru(env, |c| c.bytes() > node_target)
+        self.write_back_lru(env, dirty_max, |c, q| {
+            c.bytes().saturating_sub(q) > node_target
+        })
     }
 
-    /// Writes back (and drops) dirty nodes, least recently used first,
-    /// while `over` holds.
-    fn write_back_lru(&mut self, env: Env<'_>, over: impl Fn(&Cache) -> bool) -> Result<()> {
+    /// Writes back dirty nodes, least recently used first, while `over`
+    /// (given the bytes already queued) holds: queued for the write-back
+    /// thread while it keeps up (up to half the dirty budget in flight),
+    /// else written here and dropped.
+    fn write_back_lru(
+        &mut self,
+        env: Env<'_>,
+        dirty_max: usize,
+        over: impl Fn(&Cache, usize) -> bool,
+    ) -> Result<()> {
         for (b, dirty) in self.cache.lru_order() {
-            if !over(&self.cache) {
+            if !over(&self.cache, self.writeback.bytes) {
                 break;
             }
-            if !dirty || b == self.root || self.writing.contains(&b) {
+            if !dirty || b == self.root || self.writing.contains(&b) || self.writeback.contains(b) {
                 continue;
             }
             env.stats.add_eviction();
+            let size = self.cache.peek(b).map_or(0, |e| e.mem_bytes());
+            if self.writeback.offer(b, size, dirty_max / 2) {
+                continue;
+            }
             let (node, _) = self.cache.take(b).expect("listed just now");
             self.write_node(env, b, &node)?;
         }
@@ -775,8 +796,9 @@ impl State {
         }
         let target = node_max - node_max / 8;
         let order = self.cache.lru_order();
-        let evictable =
-            |b: BlockNum, dirty: bool| !dirty && b != self.root && !self.writing.contains(&b);
+        let evictable = |b: BlockNum, dirty: bool| {
+            !dirty && b != self.root && !self.writing.contains(&b) && !self.writeback.contains(b)
+        };
         for &(b, dirty) in &order {
             if self.cache.bytes() <= target {
                 return;
@@ -902,30 +924,29 @@ fn leaf_entries(node: &mut Node) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// Splits sorted entries into `k` non-empty pieces of similar byte size.
+/// Cuts sorted entries into `k` non-empty runs of similar byte size.
 fn chunk_by_bytes(
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    entries: &[(&[u8], &[u8])],
     k: usize,
     total: usize,
-) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+) -> Vec<std::ops::Range<usize>> {
     let k = k.min(entries.len()).max(1);
     let target = total.div_ceil(k);
-    let mut out: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::with_capacity(k);
-    let mut cur = Vec::new();
+    let mut out = Vec::with_capacity(k);
+    let mut start = 0;
     let mut cur_bytes = 0;
-    let remaining = entries.len();
-    for (idx, (key, v)) in entries.into_iter().enumerate() {
-        cur_bytes += crate::basement::entry_bytes(&key, &v);
-        cur.push((key, v));
+    for (idx, (key, v)) in entries.iter().enumerate() {
+        cur_bytes += crate::basement::entry_bytes(key, v);
         let pieces_left = k - out.len() - 1;
-        let entries_left = remaining - idx - 1;
+        let entries_left = entries.len() - idx - 1;
         if pieces_left > 0 && (cur_bytes >= target || entries_left == pieces_left) {
-            out.push(std::mem::take(&mut cur));
+            out.push(start..idx + 1);
+            start = idx + 1;
             cur_bytes = 0;
         }
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if start < entries.len() {
+        out.push(start..entries.len());
     }
     out
 }
@@ -937,26 +958,45 @@ pub(crate) fn build_leaf(
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     partition_bytes: usize,
 ) -> Node {
+    let slices: Vec<(&[u8], &[u8])> = entries
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        .collect();
+    build_leaf_from(prefix, &slices, 0, partition_bytes)
+}
+
+/// [`build_leaf`] from borrowed entries whose keys carry `strip` bytes
+/// more than `prefix` leaves (keys of a wider frame).
+fn build_leaf_from(
+    prefix: Vec<u8>,
+    entries: &[(&[u8], &[u8])],
+    strip: usize,
+    partition_bytes: usize,
+) -> Node {
+    debug_assert!(entries
+        .iter()
+        .all(|(k, _)| k.len() >= strip && k[..strip] == prefix[prefix.len() - strip..]));
     let mut node = Node::empty_leaf(prefix);
     node.parts.clear();
     let mut first = 0;
     let mut cur_bytes = 0;
     for (i, (k, v)) in entries.iter().enumerate() {
+        let k = &k[strip..];
         let eb = crate::basement::entry_bytes(k, v);
         if cur_bytes + eb > partition_bytes && i > first {
-            node.pivots.push(separator(&entries[i - 1].0, k));
-            node.parts.push(frozen_basement(&entries[first..i]));
+            node.pivots.push(separator(&entries[i - 1].0[strip..], k));
+            node.parts.push(frozen_basement(&entries[first..i], strip));
             first = i;
             cur_bytes = 0;
         }
         cur_bytes += eb;
     }
-    node.parts.push(frozen_basement(&entries[first..]));
+    node.parts.push(frozen_basement(&entries[first..], strip));
     node
 }
 
-fn frozen_basement(entries: &[(Vec<u8>, Vec<u8>)]) -> PartSlot {
-    let f = FrozenBasement::build(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+fn frozen_basement(entries: &[(&[u8], &[u8])], strip: usize) -> PartSlot {
+    let f = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[strip..], *v)));
     PartSlot::loaded(Part::Basement(Basement::from_frozen(f)))
 }
 
@@ -1004,8 +1044,8 @@ fn reshape_basements(node: &mut Node, partition_bytes: usize) {
             continue;
         }
         if bytes > 2 * partition_bytes && node.basement(j).len() > 1 {
-            let entries: Vec<_> = node.basement_mut(j).take_entries().into_iter().collect();
-            let piece = build_leaf(Vec::new(), entries, partition_bytes);
+            let entries: Vec<(&[u8], &[u8])> = node.basement(j).iter().collect();
+            let piece = build_leaf_from(Vec::new(), &entries, 0, partition_bytes);
             let added = piece.parts.len();
             node.parts.splice(j..=j, piece.parts);
             node.pivots.splice(j..j, piece.pivots);

@@ -1,0 +1,260 @@
+//! Writing dirty nodes back outside the tree's lock.
+//!
+//! Serializing a node (encoding, LZ4, checksums) is the bulk of what an
+//! eviction or a checkpoint costs, and it needs only the node: a cached
+//! entry is immutable while it is shared (the writer changes a node by
+//! taking it out and putting a new entry back). So the image is built from
+//! a shared entry with no lock held; the write lock is taken twice, briefly:
+//! once to allocate the extent, once to commit. The commit points the block
+//! at the new extent and marks the entry clean only if the entry is still
+//! the cached one; a node changed meanwhile stays dirty and its unused
+//! extent is released. The device write happens between the two, so a
+//! clean entry's extent always holds its bytes (a reader that drops and
+//! reloads a partition reads what was written).
+//!
+//! Three users: the write-back thread, which takes the nodes eviction
+//! queues (so request threads hand the work to the other core instead of
+//! doing it); the checkpoint, which cleans the dirty nodes this way before
+//! it takes the lock to serialize whatever is still dirty; and a sync,
+//! which writes the nodes holding the values it is about to bind.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::cache::CacheEntry;
+use super::Tree;
+use crate::error::Result;
+use crate::format::node::encode_node;
+use crate::table::{BlockNum, Extent};
+
+/// Nodes handed to the write-back thread per round trip of the lock.
+const BATCH: usize = 4;
+
+/// The queue between eviction (producer, under the write lock) and the
+/// write-back thread.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    jobs: Mutex<VecDeque<BlockNum>>,
+    ready: Condvar,
+    stop: AtomicBool,
+}
+
+impl Queue {
+    fn push(&self, b: BlockNum) {
+        self.jobs.lock().push_back(b);
+        self.ready.notify_one();
+    }
+
+    /// The next few blocks; `None` once stopped.
+    fn next_batch(&self) -> Option<Vec<BlockNum>> {
+        let mut jobs = self.jobs.lock();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            if !jobs.is_empty() {
+                let n = jobs.len().min(BATCH);
+                return Some(jobs.drain(..n).collect());
+            }
+            self.ready.wait(&mut jobs);
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _g = self.jobs.lock();
+        self.ready.notify_all();
+    }
+}
+
+/// The state's side of asynchronous write-back (under the write lock).
+#[derive(Debug, Default)]
+pub(crate) struct Queued {
+    /// The running thread's queue; `None`: eviction writes inline.
+    pub queue: Option<Arc<Queue>>,
+    /// Blocks queued and not yet committed, with their size when queued.
+    blocks: HashMap<BlockNum, usize>,
+    /// Sum of those sizes: dirty bytes eviction no longer has to act on.
+    pub bytes: usize,
+}
+
+impl Queued {
+    pub fn contains(&self, b: BlockNum) -> bool {
+        self.blocks.contains_key(&b)
+    }
+
+    /// Queues `b` (of `size` cache bytes) if the thread runs and is not too
+    /// far behind; false means the caller writes it itself.
+    pub fn offer(&mut self, b: BlockNum, size: usize, limit: usize) -> bool {
+        let Some(q) = &self.queue else {
+            return false;
+        };
+        if self.bytes + size > limit {
+            return false;
+        }
+        self.blocks.insert(b, size);
+        self.bytes += size;
+        q.push(b);
+        true
+    }
+
+    fn done(&mut self, b: BlockNum) {
+        if let Some(size) = self.blocks.remove(&b) {
+            self.bytes -= size;
+        }
+    }
+
+    /// The thread stopped: whatever it did not take stays dirty.
+    fn clear(&mut self) {
+        self.queue = None;
+        self.blocks.clear();
+        self.bytes = 0;
+    }
+}
+
+/// Why nodes are written back (names the phase for fault injection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum For {
+    /// The write-back thread, for eviction.
+    Queue,
+    /// A checkpoint's first step.
+    Checkpoint,
+    /// A sync's first step: nodes holding values about to be bound.
+    Binding,
+}
+
+/// A node being written: its entry as snapshot, its image, its extent.
+struct Job {
+    b: BlockNum,
+    entry: Arc<CacheEntry>,
+    image: crate::format::node::NodeImage,
+    extent: Option<Extent>,
+}
+
+impl Tree {
+    /// Writes the given dirty nodes back with the lock held only to
+    /// allocate and to commit (see the module comment). Blocks that are
+    /// clean, the root, or being written by a checkpoint are skipped.
+    pub(crate) fn write_back_unlocked(&self, blocks: &[BlockNum], why: For) -> Result<()> {
+        let env = self.env();
+        let entries: Vec<(BlockNum, Arc<CacheEntry>)> = {
+            let st = self.shared.state.read();
+            blocks
+                .iter()
+                .filter_map(|&b| {
+                    let e = st.cache.peek(b)?;
+                    let eligible = e.dirty
+                        && b != st.root
+                        && !st.writing.contains(&b)
+                        && e.node.is_fully_loaded();
+                    eligible.then_some((b, e))
+                })
+                .collect()
+        };
+        let mut jobs: Vec<Job> = entries
+            .into_iter()
+            .map(|(b, entry)| {
+                let image = encode_node(&entry.node, b, env.cfg.compression);
+                Job {
+                    b,
+                    entry,
+                    image,
+                    extent: None,
+                }
+            })
+            .collect();
+        {
+            let mut st = self.shared.state.write();
+            for j in &mut jobs {
+                if !st.cache.is_current(j.b, &j.entry) {
+                    continue;
+                }
+                let len = j.image.bytes.len() as u64;
+                // No room: the node stays dirty; the checkpoint's reserve
+                // and admission control deal with a full device.
+                if let Ok(offset) = st.table.allocate(len) {
+                    j.extent = Some(Extent {
+                        offset,
+                        len: crate::alloc::round_up(len),
+                        header_len: j.image.header_len,
+                        header_crc: j.image.header_crc,
+                    });
+                }
+            }
+        }
+        let mut failed = None;
+        env.dev.annotate(match why {
+            For::Queue => "writeback",
+            For::Checkpoint => "checkpoint.nodes",
+            For::Binding => "bind.nodes",
+        });
+        for j in &jobs {
+            if let Some(x) = j.extent {
+                if let Err(e) = env.write(x.offset, &j.image.bytes) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut st = self.shared.state.write();
+        for j in jobs {
+            let Job {
+                b,
+                entry,
+                image,
+                extent,
+            } = j;
+            let current = st.cache.is_current(b, &entry) && entry.dirty;
+            drop(entry);
+            if let Some(x) = extent {
+                if current && failed.is_none() {
+                    st.table.relocate(b, x);
+                    st.cache.mark_clean(b, |node| {
+                        for (slot, loc) in node.parts.iter_mut().zip(&image.part_locs) {
+                            slot.disk = Some(*loc);
+                        }
+                    });
+                    env.stats.add_unlocked_write(image.bytes.len());
+                } else {
+                    env.stats.add_stale_write();
+                    st.table.release(x.offset, x.len);
+                }
+            }
+        }
+        if why == For::Queue {
+            for &b in blocks {
+                st.writeback.done(b);
+            }
+        }
+        drop(st);
+        match failed {
+            Some(e) => self.poison(Err(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts the write-back thread: from now on eviction queues dirty
+    /// nodes for it instead of writing them in the caller's thread.
+    pub(crate) fn start_write_back(&self) -> (Arc<Queue>, std::thread::JoinHandle<()>) {
+        let queue = Arc::new(Queue::default());
+        self.shared.state.write().writeback.queue = Some(queue.clone());
+        let tree = self.clone();
+        let q = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name("wodfs-writeback".into())
+            .spawn(move || {
+                while let Some(batch) = q.next_batch() {
+                    // An error poisons the tree; the next request reports it.
+                    if tree.write_back_unlocked(&batch, For::Queue).is_err() {
+                        break;
+                    }
+                }
+                tree.shared.state.write().writeback.clear();
+            })
+            .expect("spawning the write-back thread");
+        (queue, thread)
+    }
+}
