@@ -44,6 +44,16 @@ impl Enc {
     }
 }
 
+/// Bytes [`Enc::varint`] writes for `v`.
+pub(crate) fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
 /// Reads values back; every read is bounds-checked and reports what it
 /// expected when the input is short or malformed.
 #[derive(Debug)]
@@ -134,15 +144,6 @@ impl<'a> Dec<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn varint_len(mut v: u64) -> usize {
-        let mut n = 1;
-        while v >= 0x80 {
-            v >>= 7;
-            n += 1;
-        }
-        n
-    }
 
     #[test]
     fn varints_round_trip_and_reject_overlong() {

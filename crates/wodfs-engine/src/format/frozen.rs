@@ -10,7 +10,7 @@
 //! `BTreeMap` of owned vectors and freed again at eviction, which made a
 //! cold point query spend most of its time in malloc and free.
 
-use super::bytes::{Dec, DecResult, Enc};
+use super::bytes::{varint_len, Dec, DecResult, Enc};
 use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
 use crate::msg::{Msn, PointMsg};
@@ -73,35 +73,38 @@ impl FrozenBasement {
         })
     }
 
-    /// Encodes sorted, distinct entries straight into the frozen form
-    /// (no map, no per-entry allocation).
-    pub fn build<'a>(entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Self {
-        let mut body = Enc::default();
-        let mut spans = Vec::new();
+    /// Encodes sorted, distinct entries straight into the frozen form (no
+    /// map, no per-entry allocation): one pass sizes the buffer, a second
+    /// fills it, so the bytes are copied once.
+    pub fn build<'a, I>(entries: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        I::IntoIter: Clone,
+    {
+        let entries = entries.into_iter();
+        let (mut n, mut body) = (0usize, 0usize);
+        for (k, v) in entries.clone() {
+            n += 1;
+            body += varint_len(k.len() as u64) + k.len() + varint_len(v.len() as u64) + v.len();
+        }
+        let mut out = Enc::with_capacity(1 + varint_len(n as u64) + body);
+        out.u8(PART_BASEMENT);
+        out.varint(n as u64);
+        let mut spans = Vec::with_capacity(n);
         for (k, v) in entries {
-            body.bytes(k);
-            let key_end = body.len();
-            body.bytes(v);
+            out.bytes(k);
+            let key_end = out.len();
+            out.bytes(v);
             spans.push(Span {
                 key_start: (key_end - k.len()) as u32,
                 key_end: key_end as u32,
-                rest_start: (body.len() - v.len()) as u32,
-                rest_end: body.len() as u32,
+                rest_start: (out.len() - v.len()) as u32,
+                rest_end: out.len() as u32,
             });
         }
-        let mut head = Enc::with_capacity(body.len() + 8);
-        head.u8(PART_BASEMENT);
-        head.varint(spans.len() as u64);
-        let shift = head.len() as u32;
-        head.raw(&body.buf);
-        for s in &mut spans {
-            s.key_start += shift;
-            s.key_end += shift;
-            s.rest_start += shift;
-            s.rest_end += shift;
-        }
+        debug_assert_eq!(out.buf.len(), out.buf.capacity());
         FrozenBasement {
-            raw: head.buf.into_boxed_slice(),
+            raw: out.buf.into_boxed_slice(),
             index: spans,
         }
     }

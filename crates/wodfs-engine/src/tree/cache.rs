@@ -8,7 +8,7 @@
 //! load; eviction runs between operations (see `State::evict`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -25,6 +25,10 @@ pub(crate) struct CacheEntry {
     pub version: u64,
     last_used: AtomicU64,
     accounted: AtomicUsize,
+    /// May hold loaded partitions that are on disk (strippable): eviction
+    /// checks this instead of scanning every partition of every node on
+    /// every pass.
+    strippable: AtomicBool,
 }
 
 impl CacheEntry {
@@ -42,6 +46,7 @@ impl Clone for CacheEntry {
             version: self.version,
             last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(self.accounted.load(Ordering::Relaxed)),
+            strippable: AtomicBool::new(self.strippable.load(Ordering::Relaxed)),
         }
     }
 }
@@ -111,6 +116,7 @@ impl Cache {
                 *e = Arc::new(copy);
             }
         }
+        e.strippable.store(true, Ordering::Relaxed);
         let size = e.accounted.load(Ordering::Relaxed);
         self.dirty_bytes.fetch_sub(size, Ordering::Relaxed);
     }
@@ -140,12 +146,14 @@ impl Cache {
     pub fn put(&self, b: BlockNum, node: Node, dirty: bool) -> Arc<CacheEntry> {
         let size = node.mem_bytes();
         let now = self.tick();
+        let strippable = !dirty && node.has_droppable_parts();
         let entry = Arc::new(CacheEntry {
             node,
             dirty,
             version: now,
             last_used: AtomicU64::new(now),
             accounted: AtomicUsize::new(size),
+            strippable: AtomicBool::new(strippable),
         });
         self.bytes.fetch_add(size, Ordering::Relaxed);
         if dirty {
@@ -168,6 +176,7 @@ impl Cache {
             .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), entry))
         {
             entry.accounted.fetch_add(added, Ordering::Relaxed);
+            entry.strippable.store(true, Ordering::Relaxed);
             self.bytes.fetch_add(added, Ordering::Relaxed);
         }
     }
@@ -181,7 +190,11 @@ impl Cache {
         let Some(e) = map.get_mut(&b) else {
             return false;
         };
-        if e.dirty || !e.node.has_droppable_parts() {
+        if e.dirty || !e.strippable.load(Ordering::Relaxed) {
+            return false;
+        }
+        if !e.node.has_droppable_parts() {
+            e.strippable.store(false, Ordering::Relaxed);
             return false;
         }
         if let Some(entry) = Arc::get_mut(e) {
@@ -189,6 +202,7 @@ impl Cache {
             // lock, which we hold): unload in place, no header copy.
             let before = entry.accounted.load(Ordering::Relaxed);
             entry.node.unload_stored_parts();
+            entry.strippable.store(false, Ordering::Relaxed);
             let after = entry.node.mem_bytes().min(before);
             entry.accounted.store(after, Ordering::Relaxed);
             self.bytes.fetch_sub(before - after, Ordering::Relaxed);
@@ -202,6 +216,7 @@ impl Cache {
             version: e.version,
             last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(size),
+            strippable: AtomicBool::new(false),
         });
         let old = map.insert(b, entry).expect("looked up above");
         drop(map);

@@ -723,6 +723,50 @@ impl Tree {
         }
     }
 
+    /// Hands every entry in `[lo, hi)` to `f`, in key order, as slices,
+    /// until `f` returns false. Unlike [`Tree::range`], nothing is copied
+    /// or allocated per entry where no buffered message applies (data at
+    /// rest): the slices point into cached leaves. `f` runs under the
+    /// tree's read lock, a leaf at a time: keep it short (writers wait)
+    /// and do not call back into the tree from it.
+    pub fn visit_range(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let env = self.env();
+        let mut cursor = Some(lo.to_vec());
+        let mut ahead: Option<std::thread::JoinHandle<()>> = None;
+        let result = loop {
+            let Some(from) = cursor.take() else {
+                break Ok(());
+            };
+            if hi.is_some_and(|h| from.as_slice() >= h) {
+                break Ok(());
+            }
+            if let Some(h) = ahead.take() {
+                let _ = h.join();
+            }
+            let st = self.shared.state.read();
+            let visited = st.visit_leaf(env, &from, hi, &mut f);
+            st.evict_clean(env);
+            drop(st);
+            match visited {
+                Ok((next, true)) => {
+                    cursor = next;
+                    ahead = read_ahead(self, cursor.as_deref(), hi);
+                }
+                Ok((_, false)) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        if let Some(h) = ahead {
+            let _ = h.join();
+        }
+        result
+    }
+
     /// Every entry whose key starts with `prefix`.
     pub fn scan_prefix(&self, prefix: &[u8]) -> RangeIter {
         let hi = prefix_successor(prefix);
@@ -1104,21 +1148,27 @@ const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
 
 impl RangeIter {
     fn start_read_ahead(&mut self) {
-        let Some(next) = self.cursor.clone() else {
-            return;
-        };
-        if self.tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES
-            || self.hi.as_ref().is_some_and(|h| next >= *h)
-        {
-            return;
-        }
-        let tree = self.tree.clone();
-        self.read_ahead = Some(std::thread::spawn(move || {
-            let env = tree.env();
-            let st = tree.shared.state.read();
-            st.prefetch_leaf(env, &next);
-        }));
+        self.read_ahead = read_ahead(&self.tree, self.cursor.as_deref(), self.hi.as_deref());
     }
+}
+
+/// Starts loading the leaf that starts at `next` (if the scan goes on
+/// there and leaves are large enough to be worth a thread).
+fn read_ahead(
+    tree: &Tree,
+    next: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let next = next?;
+    if tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || hi.is_some_and(|h| next >= h) {
+        return None;
+    }
+    let (tree, next) = (tree.clone(), next.to_vec());
+    Some(std::thread::spawn(move || {
+        let env = tree.env();
+        let st = tree.shared.state.read();
+        st.prefetch_leaf(env, &next);
+    }))
 }
 
 impl Drop for RangeIter {

@@ -18,6 +18,46 @@ use crate::table::BlockNum;
 /// next leaf starts.
 pub(crate) type LeafScan = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
 
+/// A descent for a scan: the internal levels, the leaf (fully loaded),
+/// the window's end and where the next leaf starts.
+struct ScanPath {
+    levels: Vec<Level>,
+    leaf: Arc<CacheEntry>,
+    leaf_block: BlockNum,
+    end: Option<Vec<u8>>,
+    next: Option<Vec<u8>>,
+}
+
+impl ScanPath {
+    /// The leaf's own entries in `[from, end)`, keys relative to its
+    /// prefix, in order, until `f` returns false (then false).
+    fn leaf_entries(&self, from: &[u8], mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool> {
+        let node = &self.leaf.node;
+        let lp = &node.prefix;
+        let rfrom = &from[lp.len()..];
+        let rend = self.end.as_ref().map(|e| &e[lp.len()..]);
+        let first = node.part_index(rfrom);
+        for j in first..node.parts.len() {
+            let Some(Part::Basement(bm)) = node.parts[j].data.get() else {
+                return Err(Error::corrupt(
+                    "node",
+                    0,
+                    format!("leaf {} holds a buffer", self.leaf_block),
+                ));
+            };
+            for (k, v) in bm.range(rfrom, rend) {
+                if !f(k, v) {
+                    return Ok(false);
+                }
+            }
+            if rend.is_some_and(|e| j < node.pivots.len() && node.pivots[j].as_slice() >= e) {
+                break;
+            }
+        }
+        Ok(true)
+    }
+}
+
 /// One internal level of a descent.
 struct Level {
     entry: Arc<CacheEntry>,
@@ -80,14 +120,13 @@ impl State {
         Ok(value)
     }
 
-    /// The entries of the leaf holding `from` that lie in `[from, hi)`,
-    /// with every buffered message applied, and where the next leaf
-    /// starts (None: nothing is left before `hi`).
+    /// The path to the leaf holding `from`, that leaf fully loaded, and the
+    /// window `[from, end)` it can answer (`end`: the smaller of `hi` and
+    /// the leaf's upper bound).
     ///
     /// `from` lies inside every node's bounds on its path, and so does the
-    /// window's end (the smaller of `hi` and the leaf's upper bound), so
-    /// both start with every frame prefix on the path.
-    pub fn scan_leaf(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>) -> Result<LeafScan> {
+    /// window's end, so both start with every frame prefix on the path.
+    fn descend_for_scan(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>) -> Result<ScanPath> {
         let mut levels: Vec<Level> = Vec::with_capacity(self.height as usize);
         let mut b = self.root;
         let mut bounds = Bounds::all();
@@ -121,36 +160,133 @@ impl State {
             (Some(a), None) => Some(a.clone()),
             (None, h) => h.map(<[u8]>::to_vec),
         };
-        let lp = &leaf.node.prefix;
-        let rfrom = &from[lp.len()..];
-        let rend = end.as_ref().map(|e| &e[lp.len()..]);
-        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let first = leaf.node.part_index(rfrom);
-        for j in first..leaf.node.parts.len() {
-            let Some(Part::Basement(bm)) = leaf.node.parts[j].data.get() else {
-                return Err(Error::corrupt(
-                    "node",
-                    0,
-                    format!("leaf {b} holds a buffer"),
-                ));
-            };
-            out.extend(
-                bm.range(rfrom, rend)
-                    .map(|(k, v)| (concat(lp, k), v.to_vec())),
-            );
-            if rend
-                .is_some_and(|e| j < leaf.node.pivots.len() && leaf.node.pivots[j].as_slice() >= e)
-            {
-                break;
-            }
-        }
-        self.apply_levels(&levels, &mut out, from, end.as_deref())?;
         let next = match (bounds.hi, hi) {
             (None, _) => None,
             (Some(bh), Some(h)) if h <= bh.as_slice() => None,
             (Some(bh), _) => Some(bh),
         };
-        Ok((out, next))
+        Ok(ScanPath {
+            levels,
+            leaf,
+            leaf_block: b,
+            end,
+            next,
+        })
+    }
+
+    /// The entries of the leaf holding `from` that lie in `[from, hi)`,
+    /// with every buffered message applied, and where the next leaf
+    /// starts (None: nothing is left before `hi`).
+    pub fn scan_leaf(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>) -> Result<LeafScan> {
+        let path = self.descend_for_scan(env, from, hi)?;
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let lp = path.leaf.node.prefix.clone();
+        path.leaf_entries(from, |k, v| {
+            out.push((concat(&lp, k), v.to_vec()));
+            true
+        })?;
+        self.apply_levels(&path.levels, &mut out, from, path.end.as_deref())?;
+        Ok((out, path.next))
+    }
+
+    /// [`State::scan_leaf`] handing each entry to `f` as slices instead of
+    /// returning owned copies: when no buffered message on the path falls
+    /// in the window (the common case for data at rest), the slices point
+    /// into the cached leaf and nothing is allocated per entry. `f`
+    /// returns false to stop. Returns where the next leaf starts and
+    /// whether `f` wants more.
+    pub fn visit_leaf(
+        &self,
+        env: Env<'_>,
+        from: &[u8],
+        hi: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(Option<Vec<u8>>, bool)> {
+        let path = self.descend_for_scan(env, from, hi)?;
+        // What the buffered messages on the path touch in the window: the
+        // keys of point messages and the spans of range deletes.
+        let mut touched: Vec<Vec<u8>> = Vec::new();
+        let mut spans: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for lv in &path.levels {
+            let node = &lv.entry.node;
+            let Some(Part::Buffer(buf)) = node.parts[lv.child].data.get() else {
+                return Err(Error::corrupt(
+                    "node",
+                    0,
+                    format!("block {} holds no buffer", lv.block),
+                ));
+            };
+            if buf.is_empty() {
+                continue;
+            }
+            let p = &node.prefix;
+            let rend = path.end.as_ref().map(|e| &e[p.len()..]);
+            let rfrom = &from[p.len()..];
+            spans.extend(
+                buf.ranges
+                    .overlapping(rfrom, rend)
+                    .map(|(lo, r)| (concat(p, lo), concat(p, &r.hi))),
+            );
+            touched.extend(buf.points_in(rfrom, rend).map(|(k, _)| concat(p, k)));
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        let affected = |k: &[u8]| {
+            touched.binary_search_by(|t| t.as_slice().cmp(k)).is_ok()
+                || spans
+                    .iter()
+                    .any(|(lo, hi)| lo.as_slice() <= k && k < hi.as_slice())
+        };
+        let lp = &path.leaf.node.prefix;
+        let mut key = Vec::with_capacity(lp.len() + 64);
+        // The touched entries (and those the messages create) get their
+        // final values the usual way; the rest are lent as they are.
+        let mut merged: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        if !touched.is_empty() || !spans.is_empty() {
+            path.leaf_entries(from, |k, v| {
+                key.clear();
+                key.extend_from_slice(lp);
+                key.extend_from_slice(k);
+                if affected(&key) {
+                    merged.push((key.clone(), v.to_vec()));
+                }
+                true
+            })?;
+            self.apply_levels(&path.levels, &mut merged, from, path.end.as_deref())?;
+        }
+        let mut next_merged = merged.iter().peekable();
+        let mut stopped = false;
+        path.leaf_entries(from, |k, v| {
+            key.clear();
+            key.extend_from_slice(lp);
+            key.extend_from_slice(k);
+            while let Some((mk, mv)) =
+                next_merged.next_if(|(mk, _)| mk.as_slice() <= key.as_slice())
+            {
+                if !f(mk, mv) {
+                    stopped = true;
+                    return false;
+                }
+            }
+            if affected(&key) {
+                // Its final value, if any, was just handed over.
+                return true;
+            }
+            if !f(&key, v) {
+                stopped = true;
+                return false;
+            }
+            true
+        })?;
+        if stopped {
+            return Ok((path.next, false));
+        }
+        for (mk, mv) in next_merged {
+            if !f(mk, mv) {
+                return Ok((path.next, false));
+            }
+        }
+        Ok((path.next, true))
     }
 
     /// Loads the leaf holding `key` into the cache, whole (read-ahead for

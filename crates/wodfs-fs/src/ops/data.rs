@@ -175,10 +175,11 @@ impl Fs {
         let lo = loc.data_key(first);
         let hi = loc.data_key(last + 1);
         let hi = if last + 1 == 0 { loc.blocks().end } else { hi };
-        for kv in self.tree.range(&lo, Some(&hi)) {
-            let (key, value) = kv?;
-            copy_block(&mut out, offset, end, Loc::block_of(&key), &value);
-        }
+        // Blocks are copied straight from the cached leaves into the reply.
+        self.tree.visit_range(&lo, Some(&hi), |key, value| {
+            copy_block(&mut out, offset, end, Loc::block_of(key), value);
+            true
+        })?;
         self.read_done(loc, &attr, out)
     }
 
