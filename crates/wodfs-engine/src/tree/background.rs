@@ -53,6 +53,7 @@ struct WakeState {
     running: bool,
     stop: bool,
     sync_wanted: bool,
+    bind_wanted: bool,
 }
 
 impl Wake {
@@ -65,6 +66,20 @@ impl Wake {
         }
         if !s.sync_wanted {
             s.sync_wanted = true;
+            self.cv.notify_all();
+        }
+        true
+    }
+
+    /// Asks the running background thread to bind the pending unbound
+    /// inserts; false if none runs.
+    pub fn want_bind(&self) -> bool {
+        let mut s = self.state.lock();
+        if !s.running {
+            return false;
+        }
+        if !s.bind_wanted {
+            s.bind_wanted = true;
             self.cv.notify_all();
         }
         true
@@ -97,16 +112,22 @@ impl Tree {
                 let mut last_checkpoint = Instant::now();
                 let wake = &tree.shared.wake;
                 loop {
-                    let wanted = {
+                    let (wanted, bind) = {
                         let mut s = wake.state.lock();
-                        if !s.stop && !s.sync_wanted {
+                        if !s.stop && !s.sync_wanted && !s.bind_wanted {
                             wake.cv.wait_for(&mut s, tick);
                         }
                         if s.stop {
                             break;
                         }
-                        std::mem::take(&mut s.sync_wanted)
+                        (
+                            std::mem::take(&mut s.sync_wanted),
+                            std::mem::take(&mut s.bind_wanted),
+                        )
                     };
+                    if bind && !wanted {
+                        tree.bind_now().map_err(|e| e.to_string())?;
+                    }
                     if wanted || last_sync.elapsed() >= cfg.log_sync_every {
                         tree.sync().map_err(|e| e.to_string())?;
                         last_sync = Instant::now();

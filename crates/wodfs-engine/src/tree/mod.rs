@@ -60,9 +60,15 @@ pub struct Space {
     pub used_bytes: u64,
 }
 
+/// Unbound inserts at which a round of binding is asked for (the writer
+/// binds them itself at twice as many, or when no background thread
+/// runs).
+const UNBOUND_BIND_AT: usize = 32 * 1024;
+
 /// Dirty nodes a checkpoint serializes per round trip of the lock before
-/// it takes the lock for the rest: bounds the images held at once.
-const CHECKPOINT_WRITE_BACK_BATCH: usize = 8;
+/// it takes the lock for the rest: bounds the images held at once (they
+/// are outside the cache budget).
+const CHECKPOINT_WRITE_BACK_BATCH: usize = 2;
 
 /// Node space kept free for checkpoints: every dirty node (at most a third
 /// of the cache) written to a new place, the block table, and a few nodes
@@ -460,6 +466,7 @@ impl Tree {
                 }
             }
         }
+        let unbound_count;
         loop {
             // Keep room in the log: a checkpoint reclaims it.
             if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
@@ -491,15 +498,24 @@ impl Tree {
                 }
                 st.evict(env)
             })();
+            unbound_count = st.unbound.len();
             drop(st);
             self.poison(r)?;
             break;
         }
+        // Unbound inserts are bound in rounds of bounded size: their
+        // bookkeeping, the binding pass and its records cost memory in
+        // proportion (about 200 bytes each).
+        if unbound_count >= UNBOUND_BIND_AT * 2
+            || (unbound_count >= UNBOUND_BIND_AT && !self.shared.wake.want_bind())
+        {
+            self.bind_now()?;
+        }
         // A full log buffer is flushed by the background thread, so the
-        // writer does not wait for the device; only if it falls far behind
-        // (or none runs) does the writer flush it itself.
+        // writer does not wait for the device; only if it falls behind (or
+        // none runs) does the writer flush it itself.
         let pending = log.pending_bytes();
-        if pending >= crate::wal::LOG_BUFFER_BYTES * 8
+        if pending >= crate::wal::LOG_BUFFER_BYTES * 2
             || (pending >= crate::wal::LOG_BUFFER_BYTES && !self.shared.wake.want_sync())
         {
             self.sync()?;
@@ -664,10 +680,24 @@ impl Tree {
         let mut blocks: Vec<crate::table::BlockNum> = found.iter().map(|f| f.block).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        for chunk in blocks.chunks(4) {
+        for chunk in blocks.chunks(1) {
             self.write_back_unlocked(chunk, writeback::For::Binding)?;
         }
         Ok(found)
+    }
+
+    /// Binds the pending unbound inserts now (without flushing the log:
+    /// the next sync makes the binding records durable, after the device
+    /// sync of the nodes they name).
+    pub(crate) fn bind_now(&self) -> Result<()> {
+        let env = self.env();
+        let found = self.prepare_bindings()?;
+        let mut st = self.shared.state.write();
+        if st.unbound.is_empty() {
+            return Ok(());
+        }
+        let r = self.append_bindings(&mut st, env, &found);
+        self.poison(r)
     }
 
     fn append_bindings(&self, st: &mut State, env: Env<'_>, found: &[bind::Found]) -> Result<()> {
@@ -749,14 +779,13 @@ impl Tree {
                 let _ = h.join();
             }
             let st = self.shared.state.read();
-            let visited = st.visit_leaf(env, &from, hi, &mut f);
+            let visited = st.visit_leaf(env, &from, hi, &mut f, &mut |next| {
+                ahead = read_ahead(self, next, hi);
+            });
             st.evict_clean(env);
             drop(st);
             match visited {
-                Ok((next, true)) => {
-                    cursor = next;
-                    ahead = read_ahead(self, cursor.as_deref(), hi);
-                }
+                Ok((next, true)) => cursor = next,
                 Ok((_, false)) => break Ok(()),
                 Err(e) => break Err(e),
             }

@@ -193,16 +193,21 @@ impl State {
     /// returning owned copies: when no buffered message on the path falls
     /// in the window (the common case for data at rest), the slices point
     /// into the cached leaf and nothing is allocated per entry. `f`
-    /// returns false to stop. Returns where the next leaf starts and
-    /// whether `f` wants more.
+    /// returns false to stop; `on_next` learns where the next leaf starts
+    /// before `f` sees the first entry. Returns where the next leaf starts
+    /// and whether `f` wants more.
     pub fn visit_leaf(
         &self,
         env: Env<'_>,
         from: &[u8],
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        on_next: &mut dyn FnMut(Option<&[u8]>),
     ) -> Result<(Option<Vec<u8>>, bool)> {
         let path = self.descend_for_scan(env, from, hi)?;
+        // Known before the entries are handed out: the caller can start
+        // reading the next leaf while `f` works through this one.
+        on_next(path.next.as_deref());
         // What the buffered messages on the path touch in the window: the
         // keys of point messages and the spans of range deletes.
         let mut touched: Vec<Vec<u8>> = Vec::new();

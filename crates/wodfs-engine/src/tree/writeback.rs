@@ -30,8 +30,9 @@ use crate::error::Result;
 use crate::format::node::encode_node;
 use crate::table::{BlockNum, Extent};
 
-/// Nodes handed to the write-back thread per round trip of the lock.
-const BATCH: usize = 4;
+/// Nodes the write-back thread takes per round trip of the lock: one, so
+/// it holds one node image beyond the cache budget.
+const BATCH: usize = 1;
 
 /// The queue between eviction (producer, under the write lock) and the
 /// write-back thread.
