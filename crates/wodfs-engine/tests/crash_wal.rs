@@ -86,10 +86,15 @@ fn workload(seed: u64, late: bool) -> Vec<Step> {
         };
         if late && r.below(4) == 0 {
             // A batch of inserts big enough to be logged unbound.
+            // In key order: out-of-order inserts are always logged whole.
             let d = r.below(4);
-            let batch: Vec<Op> = (0..2 + r.below(4))
-                .map(|_| Op::Insert {
-                    key: format!("/d{d}/f{:03}", r.below(200)).into_bytes(),
+            let mut files: Vec<u64> = (0..2 + r.below(4)).map(|_| r.below(200)).collect();
+            files.sort_unstable();
+            files.dedup();
+            let batch: Vec<Op> = files
+                .into_iter()
+                .map(|f| Op::Insert {
+                    key: format!("/d{d}/f{f:03}").into_bytes(),
                     value: vec![r.below(256) as u8; 60 + r.below(60) as usize],
                 })
                 .collect();

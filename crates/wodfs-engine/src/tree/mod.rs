@@ -626,11 +626,13 @@ impl Tree {
     }
 
     /// Late-binding decision: "at least 1 MiB of consecutive values". A
-    /// batch counts on its own if it is that large; smaller batches count
-    /// when they continue a stream: their inserts are in key order and
+    /// batch whose inserts are in key order counts on its own if it is
+    /// that large; smaller ones count when they continue a stream: they
     /// start after the previous batch's last insert (a file written
     /// sequentially in 4–128 KiB pieces). The first 1 MiB of a stream is
-    /// logged in full.
+    /// logged in full. Inserts out of order (random keys) are always
+    /// logged whole: they wait in the buffers near the root, and binding
+    /// them would write those nodes again at every round of binding.
     fn continues_stream(&self, ops: &[Op], inserted: usize) -> bool {
         let min = self
             .shared
@@ -656,10 +658,9 @@ impl Tree {
         if let Some(last) = keys.last() {
             run.0 = last.to_vec();
         }
-        inserted >= min || (continues && run.1 >= min && min != usize::MAX)
+        ordered && (inserted >= min || (continues && run.1 >= min && min != usize::MAX))
     }
 
-    /// Binds every pending unbound insert and appends the binding record.
     /// A sync's work on unbound inserts that needs no write lock: find the
     /// nodes holding their values (under the read lock, a chunk at a time)
     /// and write the dirty ones back without the lock, so that binding
@@ -700,6 +701,7 @@ impl Tree {
         self.poison(r)
     }
 
+    /// Binds every pending unbound insert and appends the binding record.
     fn append_bindings(&self, st: &mut State, env: Env<'_>, found: &[bind::Found]) -> Result<()> {
         let log = &self.shared.log;
         let bindings = st.bind_pending(env, log.position().0, found)?;
