@@ -626,8 +626,9 @@ impl Tree {
     }
 
     /// Late-binding decision: "at least 1 MiB of consecutive values". A
-    /// batch whose inserts are in key order counts on its own if it is
-    /// that large; smaller ones count when they continue a stream: they
+    /// batch whose inserts are in key order (at least 15/16 of the value
+    /// bytes) counts on its own if it is that large; smaller ones count
+    /// when they continue a stream: their inserts are in key order and
     /// start after the previous batch's last insert (a file written
     /// sequentially in 4–128 KiB pieces). The first 1 MiB of a stream is
     /// logged in full. Inserts out of order (random keys) are always
@@ -638,15 +639,25 @@ impl Tree {
             .shared
             .late_binding_min_bytes
             .load(std::sync::atomic::Ordering::Relaxed);
-        let keys: Vec<&[u8]> = ops
+        let inserts: Vec<(&[u8], usize)> = ops
             .iter()
             .filter_map(|op| match op {
-                Op::Insert { key, .. } => Some(key.as_slice()),
+                Op::Insert { key, value } => Some((key.as_slice(), value.len())),
                 _ => None,
             })
             .collect();
+        let keys: Vec<&[u8]> = inserts.iter().map(|(k, _)| *k).collect();
         let mut run = self.shared.stream.lock();
         let ordered = keys.windows(2).all(|w| w[0] < w[1]);
+        // Nearly all value bytes in key order: a file's blocks plus its
+        // attributes (another key space) qualify, random keys do not.
+        let in_order_bytes: usize = inserts
+            .iter()
+            .enumerate()
+            .filter(|(i, (k, _))| *i == 0 || inserts[i - 1].0 < *k)
+            .map(|(_, (_, n))| n)
+            .sum();
+        let mostly_ordered = in_order_bytes.saturating_mul(16) >= inserted.saturating_mul(15);
         let continues = ordered && keys.first().is_some_and(|k| run.0.as_slice() < *k) && run.1 > 0;
         run.1 = if keys.is_empty() || !ordered {
             0
@@ -658,7 +669,7 @@ impl Tree {
         if let Some(last) = keys.last() {
             run.0 = last.to_vec();
         }
-        ordered && (inserted >= min || (continues && run.1 >= min && min != usize::MAX))
+        mostly_ordered && (inserted >= min || (continues && run.1 >= min && min != usize::MAX))
     }
 
     /// A sync's work on unbound inserts that needs no write lock: find the

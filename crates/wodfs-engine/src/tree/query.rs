@@ -247,7 +247,21 @@ impl State {
         // The touched entries (and those the messages create) get their
         // final values the usual way; the rest are lent as they are.
         let mut merged: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        if !touched.is_empty() || !spans.is_empty() {
+        if spans.is_empty() {
+            // Only point messages (if any): look their keys up in the leaf.
+            for t in &touched {
+                let rel = &t[lp.len()..];
+                let i = path.leaf.node.part_index(rel);
+                if let Some(Part::Basement(bm)) = path.leaf.node.parts[i].data.get() {
+                    if let Some(v) = bm.get(rel) {
+                        merged.push((t.clone(), v.to_vec()));
+                    }
+                }
+            }
+            if !touched.is_empty() {
+                self.apply_levels(&path.levels, &mut merged, from, path.end.as_deref())?;
+            }
+        } else {
             path.leaf_entries(from, |k, v| {
                 key.clear();
                 key.extend_from_slice(lp);
@@ -259,8 +273,71 @@ impl State {
             })?;
             self.apply_levels(&path.levels, &mut merged, from, path.end.as_deref())?;
         }
-        let mut next_merged = merged.iter().peekable();
         let mut stopped = false;
+        if spans.is_empty() {
+            // Only point messages: walk the leaf with one comparison per
+            // entry against the next key where something happens (a
+            // touched key, or a computed entry to hand out), on keys
+            // relative to the leaf's frame (every key in the window
+            // starts with it).
+            let lpl = lp.len();
+            debug_assert!(touched.iter().all(|t| t.starts_with(lp)));
+            debug_assert!(merged.iter().all(|(m, _)| m.starts_with(lp)));
+            let stop_at = |ti: usize, mi: usize| -> Option<&[u8]> {
+                let t = touched.get(ti).map(|t| &t[lpl..]);
+                let m = merged.get(mi).map(|(m, _)| &m[lpl..]);
+                match (t, m) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            };
+            let (mut ti, mut mi) = (0, 0);
+            let mut stop = stop_at(0, 0);
+            path.leaf_entries(from, |k, v| {
+                if stop.is_none_or(|s| k < s) {
+                    key.clear();
+                    key.extend_from_slice(lp);
+                    key.extend_from_slice(k);
+                    stopped = !f(&key, v);
+                    return !stopped;
+                }
+                // Computed entries up to this key go first (new keys, and
+                // this key's own final value if it is touched).
+                while mi < merged.len() && &merged[mi].0[lpl..] <= k {
+                    if !f(&merged[mi].0, &merged[mi].1) {
+                        stopped = true;
+                        return false;
+                    }
+                    mi += 1;
+                }
+                while ti < touched.len() && &touched[ti][lpl..] < k {
+                    ti += 1;
+                }
+                if ti < touched.len() && &touched[ti][lpl..] == k {
+                    ti += 1;
+                } else {
+                    key.clear();
+                    key.extend_from_slice(lp);
+                    key.extend_from_slice(k);
+                    if !f(&key, v) {
+                        stopped = true;
+                        return false;
+                    }
+                }
+                stop = stop_at(ti, mi);
+                true
+            })?;
+            if stopped {
+                return Ok((path.next, false));
+            }
+            for (mk, mv) in &merged[mi..] {
+                if !f(mk, mv) {
+                    return Ok((path.next, false));
+                }
+            }
+            return Ok((path.next, true));
+        }
+        let mut next_merged = merged.iter().peekable();
         path.leaf_entries(from, |k, v| {
             key.clear();
             key.extend_from_slice(lp);
