@@ -301,3 +301,40 @@ fn power_cut_with_the_write_back_thread_recovers_a_prefix_no_earlier_than_the_la
         &["log.write", "checkpoint.nodes", "writeback", "bind.nodes"],
     );
 }
+
+/// A batch that inserts keys and range-moves them in the same breath: its
+/// inserts must be logged with their values (binding could no longer find
+/// them after the move), so recovery from the log alone moves them again.
+#[test]
+fn a_range_move_in_a_late_batch_survives_recovery() {
+    let dev = Arc::new(FaultDevice::new(DEVICE_BYTES, FaultConfig::with_seed(3)));
+    let tree = Tree::create(Box::new(dev.clone()), cfg()).unwrap();
+    tree.set_late_binding_min_bytes(LATE_MIN_BYTES);
+    tree.checkpoint().unwrap();
+    let value = vec![7u8; 2 * LATE_MIN_BYTES];
+    tree.write(&[
+        Op::Insert {
+            key: b"/a/x".to_vec(),
+            value: value.clone(),
+        },
+        Op::Insert {
+            key: b"/a/y".to_vec(),
+            value: value.clone(),
+        },
+        Op::RangeMove {
+            from: b"/a/".to_vec(),
+            to: b"/b/".to_vec(),
+        },
+    ])
+    .unwrap();
+    tree.sync().unwrap();
+    let reopened = Tree::open(
+        Box::new(MemDevice::from_bytes(dev.crash_image())),
+        cfg().cache_bytes,
+    )
+    .unwrap();
+    reopened.verify().unwrap();
+    assert_eq!(reopened.get(b"/b/x").unwrap(), Some(value.clone()));
+    assert_eq!(reopened.get(b"/b/y").unwrap(), Some(value));
+    assert_eq!(reopened.get(b"/a/x").unwrap(), None);
+}

@@ -32,6 +32,25 @@ pub(crate) struct NodeImage {
     pub header_len: u32,
     pub header_crc: u32,
     pub part_locs: Vec<PartLoc>,
+    /// Internal nodes: each buffer's summary as the header records it, so
+    /// a node kept cached after it is written has them without a reread.
+    pub summaries: Vec<std::sync::Arc<crate::bloom::BufferSummary>>,
+}
+
+impl NodeImage {
+    /// Records in `node` (the one this image was made from) where its
+    /// partitions went and its buffers' summaries, as a header read back
+    /// from the image would have them.
+    pub fn set_places(&self, node: &mut Node) {
+        for (slot, loc) in node.parts.iter_mut().zip(&self.part_locs) {
+            slot.disk = Some(*loc);
+        }
+        if node.height > 0 {
+            for (slot, summary) in node.parts.iter_mut().zip(&self.summaries) {
+                slot.summary = Some(summary.clone());
+            }
+        }
+    }
 }
 
 /// Serializes a fully loaded node.
@@ -79,6 +98,7 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
     // Internal nodes: a summary of each buffer (range deletes present?
     // a Bloom filter of its keys) after the partition table.
     let mut summaries = Enc::default();
+    let mut kept = Vec::new();
     if node.height > 0 {
         for slot in &node.parts {
             let Some(Part::Buffer(b)) = slot.data.get() else {
@@ -88,6 +108,10 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
             let f = Bloom::build(b.key_count(), b.keys());
             summaries.u8(f.probes);
             summaries.bytes(&f.bits);
+            kept.push(std::sync::Arc::new(crate::bloom::BufferSummary {
+                has_ranges: !b.ranges.is_empty(),
+                filter: f,
+            }));
         }
     }
     let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + summaries.len() + 4;
@@ -124,6 +148,7 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
         header_len: header_len as u32,
         header_crc,
         part_locs,
+        summaries: kept,
     }
 }
 

@@ -107,6 +107,14 @@ impl Tree {
         let thread = std::thread::Builder::new()
             .name("wodfs-background".into())
             .spawn(move || {
+                // However the thread ends, writers stop counting on it.
+                struct NotRunning(Tree);
+                impl Drop for NotRunning {
+                    fn drop(&mut self) {
+                        self.0.shared.wake.state.lock().running = false;
+                    }
+                }
+                let _not_running = NotRunning(tree.clone());
                 let tick = cfg.log_sync_every.min(Duration::from_millis(100));
                 let mut last_sync = Instant::now();
                 let mut last_checkpoint = Instant::now();

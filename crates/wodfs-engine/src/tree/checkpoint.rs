@@ -46,9 +46,7 @@ impl State {
         for b in self.cache.dirty_blocks() {
             let (mut node, _) = self.cache.take(b).expect("listed just now");
             let (x, image) = self.place_node(env, b, &node)?;
-            for (slot, loc) in node.parts.iter_mut().zip(&image.part_locs) {
-                slot.disk = Some(*loc);
-            }
+            image.set_places(&mut node);
             self.cache.put(b, node, false);
             self.writing.insert(b);
             writes.push((x.offset, image.bytes));

@@ -65,6 +65,9 @@ pub struct Space {
 /// runs).
 const UNBOUND_BIND_AT: usize = 32 * 1024;
 
+/// Most recently used dirty nodes a checkpoint leaves to its locked step.
+const CHECKPOINT_HOT_NODES: usize = 4;
+
 /// Dirty nodes a checkpoint serializes per round trip of the lock before
 /// it takes the lock for the rest: bounds the images held at once (they
 /// are outside the cache budget).
@@ -442,7 +445,11 @@ impl Tree {
             validate(op)?;
         }
         let size = BatchSize::of(ops);
-        let late_binding = self.continues_stream(ops, size.inserted);
+        let has_range_move = ops.iter().any(|op| matches!(op, Op::RangeMove { .. }));
+        // Not with a range move in the batch: it moves (and range-deletes)
+        // keys the batch itself inserts, so their values could no longer
+        // be located for binding, and replay would move nothing.
+        let late_binding = self.continues_stream(ops, size.inserted) && !has_range_move;
         let payload = crate::wal::record::encode_batch(ops, late_binding);
         let log = &self.shared.log;
         if payload.len() as u64 > log.max_payload_bytes() {
@@ -457,7 +464,6 @@ impl Tree {
         self.admit(&size, payload.len() as u64)?;
         // Everything the apply step needs of the ops besides the ops
         // themselves, taken now: an owned batch gives its values away.
-        let has_range_move = ops.iter().any(|op| matches!(op, Op::RangeMove { .. }));
         let mut unbound: Vec<(u32, Vec<u8>)> = Vec::new();
         if late_binding {
             for (i, op) in ops.iter().enumerate() {
@@ -596,7 +602,7 @@ impl Tree {
         self.check_poison()?;
         let env = self.env();
         let found = self.prepare_bindings()?;
-        let (target, owed) = {
+        let (target, owed) = loop {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
                 let r = self.append_bindings(&mut st, env, &found);
@@ -607,12 +613,26 @@ impl Tree {
             // later write and lose the earlier one). That device sync runs
             // after the lock is released, so writers and readers do not
             // wait for it; the barrier, taken here, keeps every sync's log
-            // write behind it.
-            let owed = self.shared.device_sync_owed.swap(false, Ordering::Relaxed);
-            let barrier = owed.then(|| self.shared.bind_barrier.lock());
+            // write behind it. If another sync holds it (its device sync
+            // under way), wait for it without the state lock and retry.
+            let barrier = if self.shared.device_sync_owed.load(Ordering::Relaxed) {
+                match self.shared.bind_barrier.try_lock() {
+                    Some(g) => {
+                        self.shared.device_sync_owed.store(false, Ordering::Relaxed);
+                        Some(g)
+                    }
+                    None => {
+                        drop(st);
+                        drop(self.shared.bind_barrier.lock());
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
             // Captured under the lock: nothing appended later (perhaps
             // unbound and not yet bound) is flushed by this sync.
-            (self.shared.log.position().0, barrier)
+            break (self.shared.log.position().0, barrier);
         };
         if owed.is_some() {
             let r = env.sync();
@@ -689,7 +709,16 @@ impl Tree {
             found.extend(st.locate_unbound(env, from, CHUNK)?);
             from += CHUNK;
         }
-        let mut blocks: Vec<crate::table::BlockNum> = found.iter().map(|f| f.block).collect();
+        // The node holding the newest value is where the stream goes on:
+        // writing it here would race the writer (whose take would copy the
+        // node while we hold it, and whose next change makes our write
+        // stale); the locked pass writes it instead.
+        let frontier = found.last().map(|f| f.block);
+        let mut blocks: Vec<crate::table::BlockNum> = found
+            .iter()
+            .map(|f| f.block)
+            .filter(|b| Some(*b) != frontier)
+            .collect();
         blocks.sort_unstable();
         blocks.dedup();
         for chunk in blocks.chunks(1) {
@@ -702,6 +731,7 @@ impl Tree {
     /// the next sync makes the binding records durable, after the device
     /// sync of the nodes they name).
     pub(crate) fn bind_now(&self) -> Result<()> {
+        self.check_poison()?;
         let env = self.env();
         let found = self.prepare_bindings()?;
         let mut st = self.shared.state.write();
@@ -822,7 +852,24 @@ impl Tree {
         // Most dirty nodes are serialized without the lock (see
         // `writeback`); only what is dirtied again meanwhile, and the nodes
         // above, are serialized under it below.
-        let dirty = self.shared.state.read().cache.dirty_blocks();
+        // Not the most recently used ones: writers are at work there (their
+        // take would copy a node we hold, and their change make our write
+        // stale); the locked step below serializes them.
+        let dirty: Vec<crate::table::BlockNum> = {
+            let st = self.shared.state.read();
+            let lru: Vec<_> = st
+                .cache
+                .lru_order()
+                .into_iter()
+                .filter(|(_, d)| *d)
+                .collect();
+            let keep = lru.len().saturating_sub(CHECKPOINT_HOT_NODES);
+            let mut blocks: Vec<_> = lru[..keep].iter().map(|(b, _)| *b).collect();
+            // Block order, as the locked step places nodes: a seed
+            // reproduces a crash exactly.
+            blocks.sort_unstable();
+            blocks
+        };
         for chunk in dirty.chunks(CHECKPOINT_WRITE_BACK_BATCH) {
             self.write_back_unlocked(chunk, writeback::For::Checkpoint)?;
         }

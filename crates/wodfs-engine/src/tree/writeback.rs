@@ -140,6 +140,7 @@ impl Tree {
     /// allocate and to commit (see the module comment). Blocks that are
     /// clean, the root, or being written by a checkpoint are skipped.
     pub(crate) fn write_back_unlocked(&self, blocks: &[BlockNum], why: For) -> Result<()> {
+        self.check_poison()?;
         let env = self.env();
         let entries: Vec<(BlockNum, Arc<CacheEntry>)> = {
             let st = self.shared.state.read();
@@ -213,11 +214,7 @@ impl Tree {
             if let Some(x) = extent {
                 if current && failed.is_none() {
                     st.table.relocate(b, x);
-                    st.cache.mark_clean(b, |node| {
-                        for (slot, loc) in node.parts.iter_mut().zip(&image.part_locs) {
-                            slot.disk = Some(*loc);
-                        }
-                    });
+                    st.cache.mark_clean(b, |node| image.set_places(node));
                     env.stats.add_unlocked_write(image.bytes.len());
                 } else {
                     env.stats.add_stale_write();
@@ -247,13 +244,21 @@ impl Tree {
         let thread = std::thread::Builder::new()
             .name("wodfs-writeback".into())
             .spawn(move || {
+                // However the thread ends (error, panic), eviction goes
+                // back to writing inline and nothing stays queued.
+                struct Unqueue(Tree);
+                impl Drop for Unqueue {
+                    fn drop(&mut self) {
+                        self.0.shared.state.write().writeback.clear();
+                    }
+                }
+                let _unqueue = Unqueue(tree.clone());
                 while let Some(batch) = q.next_batch() {
                     // An error poisons the tree; the next request reports it.
                     if tree.write_back_unlocked(&batch, For::Queue).is_err() {
                         break;
                     }
                 }
-                tree.shared.state.write().writeback.clear();
             })
             .expect("spawning the write-back thread");
         (queue, thread)
