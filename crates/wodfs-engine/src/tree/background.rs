@@ -60,26 +60,23 @@ impl Wake {
     /// Asks the running background thread for a log sync now; false if
     /// none runs (the caller syncs itself).
     pub fn want_sync(&self) -> bool {
-        let mut s = self.state.lock();
-        if !s.running {
-            return false;
-        }
-        if !s.sync_wanted {
-            s.sync_wanted = true;
-            self.cv.notify_all();
-        }
-        true
+        self.ask(|s| &mut s.sync_wanted)
     }
 
     /// Asks the running background thread to bind the pending unbound
     /// inserts; false if none runs.
     pub fn want_bind(&self) -> bool {
+        self.ask(|s| &mut s.bind_wanted)
+    }
+
+    fn ask(&self, flag: impl FnOnce(&mut WakeState) -> &mut bool) -> bool {
         let mut s = self.state.lock();
         if !s.running {
             return false;
         }
-        if !s.bind_wanted {
-            s.bind_wanted = true;
+        let wanted = flag(&mut s);
+        if !*wanted {
+            *wanted = true;
             self.cv.notify_all();
         }
         true
@@ -108,13 +105,9 @@ impl Tree {
             .name("wodfs-background".into())
             .spawn(move || {
                 // However the thread ends, writers stop counting on it.
-                struct NotRunning(Tree);
-                impl Drop for NotRunning {
-                    fn drop(&mut self) {
-                        self.0.shared.wake.state.lock().running = false;
-                    }
-                }
-                let _not_running = NotRunning(tree.clone());
+                let t = tree.clone();
+                let _not_running =
+                    super::OnExit(move || t.shared.wake.state.lock().running = false);
                 let tick = cfg.log_sync_every.min(Duration::from_millis(100));
                 let mut last_sync = Instant::now();
                 let mut last_checkpoint = Instant::now();

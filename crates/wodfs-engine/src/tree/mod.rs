@@ -171,6 +171,16 @@ struct Shared {
     wake: background::Wake,
 }
 
+/// Runs its closure when dropped: a thread's cleanup that must happen
+/// however the thread ends (return, error, panic).
+struct OnExit<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnExit<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
 #[derive(Clone, Debug)]
 pub struct Tree {

@@ -246,13 +246,8 @@ impl Tree {
             .spawn(move || {
                 // However the thread ends (error, panic), eviction goes
                 // back to writing inline and nothing stays queued.
-                struct Unqueue(Tree);
-                impl Drop for Unqueue {
-                    fn drop(&mut self) {
-                        self.0.shared.state.write().writeback.clear();
-                    }
-                }
-                let _unqueue = Unqueue(tree.clone());
+                let t = tree.clone();
+                let _unqueue = super::OnExit(move || t.shared.state.write().writeback.clear());
                 while let Some(batch) = q.next_batch() {
                     // An error poisons the tree; the next request reports it.
                     if tree.write_back_unlocked(&batch, For::Queue).is_err() {
