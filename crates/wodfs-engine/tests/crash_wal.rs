@@ -147,7 +147,17 @@ fn run(dev: &Arc<FaultDevice>, seed: u64, late: bool, write_back: bool) -> Outco
         created: false,
         live_unbound: false,
     };
-    let Ok(tree) = Tree::create(Box::new(dev.clone()), cfg()) else {
+    // The write-back thread gets work only while it keeps up with half
+    // the dirty budget: a roomier cache gives it a few nodes at a time.
+    let cfg = if write_back {
+        Config {
+            cache_bytes: 48 << 10,
+            ..cfg()
+        }
+    } else {
+        cfg()
+    };
+    let Ok(tree) = Tree::create(Box::new(dev.clone()), cfg) else {
         return out;
     };
     out.created = true;

@@ -88,12 +88,13 @@ impl Queued {
     }
 
     /// Queues `b` (of `size` cache bytes) if the thread runs and is not too
-    /// far behind; false means the caller writes it itself.
+    /// far behind (`limit` bytes queued, or one node however large);
+    /// false means the caller writes it itself.
     pub fn offer(&mut self, b: BlockNum, size: usize, limit: usize) -> bool {
         let Some(q) = &self.queue else {
             return false;
         };
-        if self.bytes + size > limit {
+        if self.bytes > 0 && self.bytes + size > limit {
             return false;
         }
         self.blocks.insert(b, size);
