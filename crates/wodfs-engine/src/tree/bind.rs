@@ -26,9 +26,9 @@ pub(crate) struct Unbound {
 }
 
 /// Where the newest whole value of a key is. An answer stays good while
-/// the node's cache entry is unchanged: the message or entry holding the
-/// value leaves a node only by a change to it (a flush, a split), which
-/// replaces its entry. A newer operation on the key elsewhere does not
+/// the node's contents are unchanged (same cache entry `version`): the
+/// message or entry holding the value leaves a node only by a change to it
+/// (a flush, a split), which puts a new version. A newer operation on the key elsewhere does not
 /// matter: binding to a value that includes the unbound insert is sound
 /// (module comment).
 enum Located {
@@ -37,7 +37,7 @@ enum Located {
 }
 
 /// An answer of the first pass: the unbound insert `(lsn, op)` has its
-/// value in `block`, whose entry was `entry`.
+/// value in `block`, whose cache entry then had `version`.
 pub(crate) struct Found {
     lsn: u64,
     op: u32,
@@ -105,8 +105,8 @@ impl State {
     /// Binds every pending unbound insert: writes the nodes that hold them
     /// (redirect-on-write, left cached and clean) and returns the binding
     /// entries to log. `found` are answers of [`State::locate_unbound`]
-    /// whose nodes were written since: an insert whose node's entry is
-    /// still the cached, clean one is bound to it without looking again.
+    /// whose nodes were written since: an insert whose node still has the
+    /// same version, now clean, is bound to it without looking again.
     pub fn bind_pending(
         &mut self,
         env: Env<'_>,
