@@ -39,6 +39,17 @@ fn mount_flags(mnt: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `wodfs mount IMG MNT -o OPTIONS`.
+fn mount_with(img: &Path, mnt: &Path, options: &str) {
+    wodfs(&[
+        Path::new("mount"),
+        img,
+        mnt,
+        Path::new("-o"),
+        Path::new(options),
+    ]);
+}
+
 fn umount(mnt: &Path) {
     for _ in 0..50 {
         if Command::new("umount").arg(mnt).status().unwrap().success() {
@@ -81,26 +92,14 @@ fn dev_suid_and_noexec_reach_the_kernel() {
     assert!(std::fs::write(&null, b"x").is_err(), "nodev must refuse");
     umount(&mnt);
 
-    wodfs(&[
-        Path::new("mount"),
-        &img,
-        &mnt,
-        Path::new("-o"),
-        Path::new("dev,suid"),
-    ]);
+    mount_with(&img, &mnt, "dev,suid");
     let flags = mount_flags(&mnt);
     assert!(!flags.contains(&"nodev".into()) && !flags.contains(&"nosuid".into()));
     std::fs::write(&null, b"discarded").unwrap();
     assert_eq!(std::fs::read(&null).unwrap(), b"");
     umount(&mnt);
 
-    wodfs(&[
-        Path::new("mount"),
-        &img,
-        &mnt,
-        Path::new("-o"),
-        Path::new("noexec"),
-    ]);
+    mount_with(&img, &mnt, "noexec");
     assert!(mount_flags(&mnt).contains(&"noexec".into()));
     umount(&mnt);
 }
