@@ -252,7 +252,8 @@ fn crash_many(late: bool, write_back: bool, required: &[&str]) {
     let per_seed = common::env_u64("WODFS_CRASH_POINTS", 100);
     let mut phases: HashMap<&'static str, u64> = HashMap::new();
     let mut with_unbound = 0;
-    for seed in 1..=seeds {
+    let mut crashes = 0;
+    let mut crash_seed = |seed: u64, phases: &mut HashMap<&'static str, u64>| {
         let probe = Arc::new(FaultDevice::new(DEVICE_BYTES, FaultConfig::with_seed(seed)));
         run(&probe, seed, late, write_back);
         let total = probe.writes_issued();
@@ -261,9 +262,27 @@ fn crash_many(late: bool, write_back: bool, required: &[&str]) {
             let (phase, unbound) = crash_once(seed, 1 + r.below(total), late, write_back);
             *phases.entry(phase).or_default() += 1;
             with_unbound += u64::from(unbound);
+            crashes += 1;
         }
+    };
+    for seed in 1..=seeds {
+        crash_seed(seed, &mut phases);
     }
-    let crashes = seeds * per_seed;
+    // With the write-back thread, which phase a cut point lands in depends
+    // on thread timing (a loaded 2-core machine starves the thread), so
+    // coverage is topped up with more seeds, every crash checked against
+    // the oracle, until each required phase has its share or ten times
+    // the planned seeds are spent.
+    let short = |phases: &HashMap<&str, u64>| {
+        required
+            .iter()
+            .any(|p| phases.get(p).copied().unwrap_or(0) < seeds)
+    };
+    let mut seed = seeds;
+    while write_back && short(&phases) && seed < 11 * seeds {
+        seed += 1;
+        crash_seed(seed, &mut phases);
+    }
     eprintln!(
         "late binding {late}: crashes per phase: {phases:?}; with unbound records in the live log: {with_unbound} of {crashes}"
     );
