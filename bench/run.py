@@ -60,7 +60,10 @@ def parse_args(argv):
     parser.add_argument(
         "--timeout-s", type=int, help="limit per workload and FS (default 3 h, quick 120 s); the FS is then killed"
     )
-    parser.add_argument("--bin-dir", help="directory with fuse-ref and fsbench (default: build them)")
+    parser.add_argument(
+        "--bin-dir",
+        help="directory with fuse-ref and fsbench (default: build them); its wodfs, if any, is the one measured",
+    )
     args = parser.parse_args(argv)
 
     def split(values, known):
@@ -127,6 +130,10 @@ def main(argv):
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     tools = build_tools(args.bin_dir)
+    # A wodfs beside the tools is the build under test: an older one on
+    # PATH (the README's install) must not be measured by mistake.
+    if args.bin_dir and (Path(args.bin_dir) / "wodfs").is_file() and "WODFS_BIN" not in os.environ:
+        os.environ["WODFS_BIN"] = str(Path(args.bin_dir) / "wodfs")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     mode = "quick" if args.quick else "full"
     run = {
@@ -138,6 +145,7 @@ def main(argv):
             "image_bytes": args.image_gib * GIB,
             "mem_limit_mib": args.mem_limit_mib,
             "filesystems": [],
+            "wodfs_binary": filesystems.find_wodfs(),
             "workloads": args.workload,
             "params": {name: workloads.BY_NAME[name].params(args.quick) for name in args.workload},
             "skipped": {},
@@ -161,6 +169,8 @@ def main(argv):
             continue
         fs_list.append(fs)
     meta["filesystems"] = [fs.name for fs in fs_list]
+    if "wodfs" in meta["filesystems"]:
+        log(f"wodfs binary: {meta['wodfs_binary']}")
 
     selected = []
     for name in args.workload:

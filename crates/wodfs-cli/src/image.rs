@@ -43,7 +43,16 @@ fn io_msg(path: &Path, e: &io::Error) -> String {
 pub fn open_device(path: &Path) -> Result<FileDevice, Fail> {
     for _ in 0..100 {
         match FileDevice::open(path) {
-            Ok(dev) => return Ok(dev),
+            Ok(dev) => {
+                match dev.direct_io_unit() {
+                    Some(unit) => log::info!("{}: direct I/O, {unit}-byte unit", path.display()),
+                    None => log::info!(
+                        "{}: buffered I/O (the file system has no direct I/O)",
+                        path.display()
+                    ),
+                }
+                return Ok(dev);
+            }
             Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }

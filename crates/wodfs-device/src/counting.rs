@@ -121,6 +121,13 @@ impl<D: Device> Device for CountingDevice<D> {
         self.inner.size_bytes()
     }
 
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.write_direct_at(offset, buf)
+    }
+
     fn annotate(&self, phase: &'static str) {
         self.inner.annotate(phase);
     }

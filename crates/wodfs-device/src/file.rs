@@ -3,15 +3,24 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::{check_range, Device};
+use crate::{check_range, direct, Device};
 
 /// A device backed by a regular file or a block device, opened read-write.
 ///
 /// [`Device::sync`] is `fdatasync`: it makes written data durable without
 /// flushing metadata such as timestamps that the image does not need.
+///
+/// Reads and [`Device::write_at`] go through the page cache: node writes
+/// are absorbed and written back asynchronously, nodes read back soon
+/// after are found there, and the kernel reads ahead. [`Device::write_direct_at`]
+/// (the log) goes through a second descriptor opened with `O_DIRECT`
+/// where the file supports it (see [`FileDevice::direct_io_unit`]), so a
+/// small sync writes the 512-byte sectors it covers rather than whole
+/// 4 KiB pages. The kernel keeps the two coherent: a direct write first
+/// writes back and then drops cached pages of its range.
 ///
 /// The open file holds an exclusive advisory lock (`flock`) for as long as
 /// the device lives: two processes writing one image would destroy it (a
@@ -21,6 +30,8 @@ use crate::{check_range, Device};
 pub struct FileDevice {
     file: File,
     size_bytes: u64,
+    /// The `O_DIRECT` descriptor and its unit, where the file has one.
+    direct: Option<(File, u64)>,
 }
 
 impl FileDevice {
@@ -28,11 +39,53 @@ impl FileDevice {
     /// seeking to the end, because block devices report a zero length in
     /// their metadata.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
-        let path = path.as_ref();
+        Self::open_as(path.as_ref(), true)
+    }
+
+    /// Opens an existing image without direct I/O: every write goes
+    /// through the page cache.
+    pub fn open_buffered(path: impl AsRef<Path>) -> io::Result<Self> {
+        Self::open_as(path.as_ref(), false)
+    }
+
+    fn open_as(path: &Path, want_direct: bool) -> io::Result<Self> {
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
         lock_exclusive(&file, path)?;
         let size_bytes = file.seek(SeekFrom::End(0))?;
-        Ok(Self { file, size_bytes })
+        let mut device = Self {
+            file,
+            size_bytes,
+            direct: None,
+        };
+        if want_direct {
+            device.open_direct(path);
+        }
+        Ok(device)
+    }
+
+    /// Opens the `O_DIRECT` descriptor if the file supports direct I/O
+    /// (an aligned read succeeds); otherwise direct writes stay buffered.
+    /// The lock is the first descriptor's: this process holds it either
+    /// way.
+    fn open_direct(&mut self, path: &Path) {
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+        else {
+            return;
+        };
+        if let Some(unit) = direct::probe_unit(&file, self.size_bytes) {
+            self.direct = Some((file, unit));
+        }
+    }
+
+    /// The direct-I/O unit (offsets and lengths that are multiples of it
+    /// need no read-modify-write), or `None` when I/O goes through the
+    /// page cache.
+    pub fn direct_io_unit(&self) -> Option<u64> {
+        self.direct.as_ref().map(|(_, unit)| *unit)
     }
 
     /// Creates (or truncates) a sparse, zero-filled image file of
@@ -70,7 +123,13 @@ impl FileDevice {
         lock_exclusive(&file, path)?;
         file.set_len(0)?;
         file.set_len(size_bytes)?;
-        Ok(Self { file, size_bytes })
+        let mut device = Self {
+            file,
+            size_bytes,
+            direct: None,
+        };
+        device.open_direct(path);
+        Ok(device)
     }
 }
 
@@ -106,5 +165,19 @@ impl Device for FileDevice {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        check_range(offset, buf.len(), self.size_bytes)?;
+        match &self.direct {
+            // The read-modify-write of a partial last unit must not read
+            // past the end of the file.
+            Some((file, unit))
+                if (offset + buf.len() as u64).div_ceil(*unit) * unit <= self.size_bytes =>
+            {
+                direct::write_at(file, *unit, offset, buf)
+            }
+            _ => self.file.write_all_at(buf, offset),
+        }
     }
 }

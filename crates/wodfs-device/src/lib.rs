@@ -1,7 +1,8 @@
 //! Block devices for wodfs: the one I/O trait the engine reaches storage
 //! through, and its implementations.
 //!
-//! * [`FileDevice`]: an image file or a block device, positional I/O,
+//! * [`FileDevice`]: an image file or a block device, positional I/O
+//!   (direct I/O for the log's writes where the file supports it),
 //!   `fdatasync` for [`Device::sync`].
 //! * [`MemDevice`]: an in-memory image, for unit tests and for images
 //!   rebuilt after a simulated crash.
@@ -20,6 +21,7 @@ use std::io;
 use std::sync::Arc;
 
 mod counting;
+mod direct;
 mod fault;
 mod file;
 mod mem;
@@ -52,6 +54,16 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// The device's capacity in bytes.
     fn size_bytes(&self) -> u64;
 
+    /// [`Device::write_at`] for a caller that syncs right after and does
+    /// not read the bytes back soon (the log). A device with a cache it
+    /// can bypass does ([`FileDevice`]: direct I/O), so the write costs the
+    /// sectors it covers instead of whole cached pages; writes of whole
+    /// 512-byte sectors need no read-modify-write. Same contract as
+    /// `write_at`.
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_at(offset, buf)
+    }
+
     /// Names the phase of work the caller is in (for example
     /// `"checkpoint.superblock"`). Real devices ignore it; the fault device
     /// records the phase that was current when a simulated power cut landed,
@@ -72,6 +84,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn size_bytes(&self) -> u64 {
         (**self).size_bytes()
     }
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_direct_at(offset, buf)
+    }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
@@ -89,6 +104,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn size_bytes(&self) -> u64 {
         (**self).size_bytes()
+    }
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_direct_at(offset, buf)
     }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)

@@ -155,3 +155,75 @@ fn random_inserts_stay_buffered_and_cost_few_node_writes() {
     );
     assert!(tree.height() >= 1);
 }
+
+/// A device that records the log's writes (the direct ones), to check
+/// they are whole 512-byte sectors: the unit in which a direct-I/O device
+/// writes without a read-modify-write.
+#[derive(Debug)]
+struct SectorChecker {
+    inner: MemDevice,
+    log: std::sync::Mutex<Vec<(u64, usize)>>,
+}
+
+impl wodfs_device::Device for SectorChecker {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, buf)
+    }
+    fn write_direct_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.log.lock().unwrap().push((offset, buf.len()));
+        self.inner.write_at(offset, buf)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+}
+
+/// Log flushes write whole sectors, and a sync of one small record writes
+/// one or two of them (not the 4 KiB pages of a page-cache write).
+#[test]
+fn log_writes_are_whole_sectors_and_a_small_sync_writes_at_most_two() {
+    const SECTOR: u64 = wodfs_device::SECTOR_BYTES;
+    let dev = Arc::new(SectorChecker {
+        inner: MemDevice::new(256 << 20),
+        log: Default::default(),
+    });
+    let tree = Tree::create(Box::new(dev.clone()), small_nodes()).unwrap();
+    for i in 0..3_000u64 {
+        if i % 100 == 0 {
+            tree.sync().unwrap();
+        }
+        tree.insert(
+            &key(i * 7919 % 3_000),
+            &vec![i as u8; 50 + (i % 300) as usize],
+        )
+        .unwrap();
+        if i % 100 == 0 {
+            dev.log.lock().unwrap().clear();
+            tree.sync().unwrap();
+            let writes = dev.log.lock().unwrap().clone();
+            let bytes: usize = writes.iter().map(|(_, n)| n).sum();
+            assert!(
+                writes.len() == 1 && bytes as u64 <= 2 * SECTOR,
+                "sync after one small insert wrote {writes:?}"
+            );
+        }
+        if i % 1000 == 999 {
+            tree.checkpoint().unwrap();
+        }
+    }
+    tree.close().unwrap();
+    let writes = dev.log.lock().unwrap().clone();
+    assert!(!writes.is_empty());
+    for (offset, len) in writes {
+        assert!(
+            offset.is_multiple_of(SECTOR) && (len as u64).is_multiple_of(SECTOR),
+            "a write of {len} bytes at {offset} is not whole sectors"
+        );
+    }
+}

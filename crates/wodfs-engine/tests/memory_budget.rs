@@ -89,7 +89,11 @@ fn run(background: bool) {
     // their binding records: 32,768, or twice as many when the background
     // thread is asked to bind them first.
     let binding = if background { 2 } else { 1 } * 32_768 * 200;
+    // A direct-I/O bounce buffer (1 MiB and a page) per thread that may
+    // flush the log: this one, and the background and write-back threads.
+    let bounce = if background { 3 } else { 1 } * ((1 << 20) + 4096);
     let mut bound = cfg.cache_bytes
+        + bounce
         + 4 * cfg.node_bytes
         + (1 << 20)
         + 2 * log_buffer

@@ -68,6 +68,17 @@ impl Env<'_> {
             source,
         })
     }
+    /// A write the caller syncs right after (the log): see
+    /// [`wodfs_device::Device::write_direct_at`].
+    pub fn write_direct(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.dev
+            .write_direct_at(offset, buf)
+            .map_err(|source| Error::Io {
+                op: "write",
+                offset,
+                source,
+            })
+    }
     pub fn sync(&self) -> Result<()> {
         self.dev.sync().map_err(|source| Error::Io {
             op: "sync",

@@ -11,9 +11,14 @@
 //! there is still needed: by the last durable checkpoint's replay, or
 //! because it is still waiting in the buffer to be written.
 //!
-//! Flushes write from the start of the sector that holds the first
-//! unwritten byte: the already durable bytes of that sector are rewritten
-//! with their own values, so a torn flush cannot damage them.
+//! Flushes write whole sectors: from the start of the sector that holds
+//! the first unwritten byte (its already durable bytes are rewritten with
+//! their own values, so a torn flush cannot damage them) to the end of the
+//! sector that holds the last, zero-padded, through the device's direct
+//! path: an image file then writes exactly those sectors, with no
+//! read-modify-write and no whole 4 KiB pages; the next flush
+//! rewrites the padded sector with the records that follow. Appends keep
+//! the padded end clear of the sector where live log space begins.
 
 pub(crate) mod record;
 pub(crate) mod replay;
@@ -57,6 +62,10 @@ struct Inner {
 
 fn floor_sector(lsn: u64) -> u64 {
     lsn / SECTOR_BYTES * SECTOR_BYTES
+}
+
+fn ceil_sector(lsn: u64) -> u64 {
+    lsn.div_ceil(SECTOR_BYTES) * SECTOR_BYTES
 }
 
 impl Log {
@@ -131,8 +140,8 @@ impl Log {
             return Err(Error::Poisoned(e.clone()));
         }
         let len = record::FRAME_HEADER_BYTES + payload.len() as u64;
-        let floor = g.reclaimed.min(g.buf_lsn);
-        if g.tail + len - floor > self.region_bytes {
+        let floor = floor_sector(g.reclaimed.min(g.buf_lsn));
+        if ceil_sector(g.tail + len) - floor > self.region_bytes {
             return Ok(false);
         }
         let (bytes, chain) = record::frame(g.chain, g.tail, payload);
@@ -163,7 +172,9 @@ impl Log {
             g.flushing = true;
             let start = g.buf_lsn;
             let end = target.min(g.tail);
-            let bytes = g.buf[..(end - start) as usize].to_vec();
+            let mut bytes = Vec::with_capacity((ceil_sector(end) - start) as usize);
+            bytes.extend_from_slice(&g.buf[..(end - start) as usize]);
+            bytes.resize((ceil_sector(end) - start) as usize, 0);
             drop(g);
             let r = self.write_and_sync(env, start, &bytes);
             g = self.inner.lock();
@@ -204,7 +215,7 @@ impl Log {
         while !rest.is_empty() {
             let at = lsn % self.region_bytes;
             let n = rest.len().min((self.region_bytes - at) as usize);
-            env.write(self.region_offset + at, &rest[..n])?;
+            env.write_direct(self.region_offset + at, &rest[..n])?;
             rest = &rest[n..];
             lsn += n as u64;
         }
