@@ -124,7 +124,12 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         threads: opts.threads,
         counters: Default::default(),
     };
-    log::info!("mounting {} on {}", image.display(), dir.display());
+    log::info!(
+        "mounting {} on {} ({})",
+        image.display(),
+        dir.display(),
+        crate::image::log_io_mode()
+    );
     wodfs_fuse::serve(Arc::new(fs), dir, &mopts, ready)
         .map_err(|e| Fail::new(format!("{}: cannot mount: {e}", dir.display())))
 }

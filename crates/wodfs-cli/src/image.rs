@@ -3,6 +3,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wodfs_device::FileDevice;
 use wodfs_engine::Tree;
@@ -35,6 +36,18 @@ fn io_msg(path: &Path, e: &io::Error) -> String {
     }
 }
 
+/// The direct-I/O unit of the device [`open_device`] opened last (0: none),
+/// for the daemon's log.
+static LAST_DIRECT_UNIT: AtomicU64 = AtomicU64::new(0);
+
+/// How the last opened device writes the log: a line for the daemon's log.
+pub fn log_io_mode() -> String {
+    match LAST_DIRECT_UNIT.load(Ordering::Relaxed) {
+        0 => "log writes buffered (the file system has no direct I/O)".into(),
+        unit => format!("log writes direct, {unit}-byte unit"),
+    }
+}
+
 /// Opens the image's device. The device holds the image's exclusive
 /// lock while it lives; a busy image is retried for up to 10 s, because
 /// right after `umount` returns the daemon may still be writing its last
@@ -44,13 +57,7 @@ pub fn open_device(path: &Path) -> Result<FileDevice, Fail> {
     for _ in 0..100 {
         match FileDevice::open(path) {
             Ok(dev) => {
-                match dev.direct_io_unit() {
-                    Some(unit) => log::info!("{}: direct I/O, {unit}-byte unit", path.display()),
-                    None => log::info!(
-                        "{}: buffered I/O (the file system has no direct I/O)",
-                        path.display()
-                    ),
-                }
+                LAST_DIRECT_UNIT.store(dev.direct_io_unit().unwrap_or(0), Ordering::Relaxed);
                 return Ok(dev);
             }
             Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {

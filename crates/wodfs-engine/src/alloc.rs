@@ -57,6 +57,15 @@ impl FreeMap {
         Some(off)
     }
 
+    /// Could runs of these lengths (multiples of the block size) all be
+    /// allocated, in this order, now? Answered on a copy: the map is not
+    /// changed. Free bytes are not enough near a full device: the free
+    /// space may be in pieces smaller than a node.
+    pub fn can_place(&self, lens: impl IntoIterator<Item = u64>) -> bool {
+        let mut trial = self.clone();
+        lens.into_iter().all(|len| trial.allocate(len).is_some())
+    }
+
     /// Returns `[off, off + len)` to the free map, merging with neighbours.
     pub fn free(&mut self, off: u64, len: u64) {
         let mut start = off;

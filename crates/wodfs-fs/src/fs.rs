@@ -171,9 +171,23 @@ impl Fs {
     }
 
     /// Writes a checkpoint of the whole tree (unmount, `wodfs sync`); also
-    /// makes everything durable and lets the log be reclaimed.
+    /// makes everything durable and lets the log be reclaimed. On a device
+    /// too full to place the checkpoint's nodes, everything is still made
+    /// durable by syncing the log (replayed at the next mount), and that
+    /// counts as success: the checkpoint is retried later.
     pub fn checkpoint(&self) -> FsResult<()> {
-        Ok(self.tree.checkpoint()?)
+        match self.tree.checkpoint() {
+            Err(wodfs_engine::Error::NoSpace {
+                needed_bytes,
+                free_bytes,
+            }) => {
+                log::warn!(
+                    "no room for a checkpoint ({needed_bytes} bytes needed, {free_bytes} free in pieces): synced the log instead"
+                );
+                Ok(self.tree.sync()?)
+            }
+            r => Ok(r?),
+        }
     }
 
     /// Largest number of file bytes one engine batch carries: a large
@@ -353,5 +367,50 @@ pub(crate) fn put_attr(loc: &Loc, attr: &Attr) -> Op {
     Op::Insert {
         key: loc.meta_key(),
         value: attr.encode(),
+    }
+}
+
+/// Bytes a logged patch costs besides its key and data: op kind, key
+/// length, offset and data length (one-byte varints for attributes).
+const PATCH_OVERHEAD_BYTES: usize = 4;
+
+/// The ops that turn the stored record of `old` into that of `new`:
+/// blind patches of the bytes that changed (chmod, utimes, the size and
+/// times of a write) when they log fewer bytes than rewriting the whole
+/// record, an insert otherwise, nothing when nothing changed. TableFS's
+/// cold chmod/utime logged 30-40 % fewer bytes this way (session 4).
+///
+/// A patch of a missing value makes one of zeros, so this is only for a
+/// record read under the same lock (the stored bytes are `old.encode()`:
+/// decoding and encoding round-trip exactly) that no earlier op of the
+/// same batch removes.
+pub(crate) fn update_attr(loc: &Loc, old: &Attr, new: &Attr, ops: &mut Vec<Op>) {
+    let key = loc.meta_key();
+    let (was, now) = (old.encode(), new.encode());
+    if was.len() != now.len() {
+        ops.push(Op::Insert { key, value: now });
+        return;
+    }
+    // Changed runs; a gap shorter than a patch's own cost is rewritten
+    // rather than split into two patches.
+    let per_patch = key.len() + PATCH_OVERHEAD_BYTES;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in (0..now.len()).filter(|&i| was[i] != now[i]) {
+        match runs.last_mut() {
+            Some((_, end)) if i - *end < per_patch => *end = i + 1,
+            _ => runs.push((i, i + 1)),
+        }
+    }
+    let patched: usize = runs.iter().map(|(s, e)| per_patch + e - s).sum();
+    if patched >= per_patch + now.len() {
+        ops.push(Op::Insert { key, value: now });
+        return;
+    }
+    for (start, end) in runs {
+        ops.push(Op::Patch {
+            key: key.clone(),
+            offset: start as u32,
+            data: now[start..end].to_vec(),
+        });
     }
 }

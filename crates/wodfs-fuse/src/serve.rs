@@ -153,6 +153,13 @@ pub fn serve(
     }
     fs.checkpoint()
         .map_err(|e| io::Error::other(e.to_string()))?;
-    log::info!("unmounted; checkpoint written");
+    let stats = fs.tree().stats();
+    log::info!(
+        "unmounted; checkpoint written. Device writes since mount: log {} MiB, nodes {} MiB ({} nodes, {} checkpoints)",
+        fs.tree().log_bytes_written() >> 20,
+        stats.node_bytes_written >> 20,
+        stats.node_writes,
+        stats.checkpoints
+    );
     served
 }

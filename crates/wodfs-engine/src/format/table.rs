@@ -6,6 +6,14 @@ use crate::table::{BlockEntry, BlockNum, Extent};
 
 const TABLE_MAGIC: u32 = u32::from_le_bytes(*b"WODT");
 
+/// Bytes of an encoded table of `count` blocks (magic, count, one
+/// fixed-size entry per block, crc).
+pub(crate) fn table_bytes(count: usize) -> u64 {
+    (4 + 8 + count * ENTRY_BYTES + 4) as u64
+}
+
+const ENTRY_BYTES: usize = 8 + 8 + 8 + 4 + 4 + 4 + 1;
+
 pub(crate) fn encode_table<'a>(
     entries: impl Iterator<Item = (BlockNum, &'a BlockEntry)>,
     count: usize,
@@ -25,6 +33,7 @@ pub(crate) fn encode_table<'a>(
     }
     let crc = checksum(&e.buf);
     e.u32(crc);
+    debug_assert_eq!(e.buf.len() as u64, table_bytes(count));
     e.buf
 }
 

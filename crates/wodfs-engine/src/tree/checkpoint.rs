@@ -16,8 +16,9 @@ use crate::alloc::{round_up, FreeMap};
 use crate::config::{Config, BLOCK_BYTES};
 use crate::error::{Error, Result};
 use crate::format::checksum;
+use crate::format::node::encode_node;
 use crate::format::superblock::{decode_superblock, SlotError, Superblock};
-use crate::format::table::{decode_table, encode_table};
+use crate::format::table::{decode_table, encode_table, table_bytes};
 use crate::format::FORMAT_VERSION;
 use crate::node::Node;
 use crate::table::BlockTable;
@@ -39,20 +40,54 @@ impl State {
         log_lsn: u64,
         log_chain: u32,
     ) -> Result<CheckpointPlan> {
+        env.dev.annotate("checkpoint.serialize");
+        // Serialize every dirty node, then check that the allocator can
+        // place them all and the block table before anything moves: a
+        // placement failing midway would leave nodes taken out of the
+        // cache and blocks relocated, and poison the store. Out of room,
+        // the checkpoint fails with NoSpace and the store is unchanged.
+        let images: Vec<_> = self
+            .cache
+            .dirty_blocks()
+            .into_iter()
+            .map(|b| {
+                let entry = self.cache.peek(b).expect("listed just now");
+                (b, encode_node(&entry.node, b, env.cfg.compression))
+            })
+            .collect();
+        let mut trial = self.table.space.clone();
+        let table_len = table_bytes(self.table.live_blocks());
+        let needs = images
+            .iter()
+            .map(|(_, image)| round_up(image.bytes.len() as u64))
+            .chain([round_up(table_len)]);
+        for len in needs {
+            if trial.allocate(len).is_none() {
+                return Err(Error::NoSpace {
+                    needed_bytes: len,
+                    free_bytes: self.table.space.free_bytes(),
+                });
+            }
+        }
         self.log_checkpoint_lsn = log_lsn;
         self.log_chain = log_chain;
-        env.dev.annotate("checkpoint.serialize");
         let mut writes = Vec::new();
-        for b in self.cache.dirty_blocks() {
+        for (b, image) in images {
             let (mut node, _) = self.cache.take(b).expect("listed just now");
-            let (x, image) = self.place_node(env, b, &node)?;
+            // The check above makes this succeed; if it still fails, the
+            // state is half moved: not a plain NoSpace (that poisons).
+            let x = self.place_image(env, b, &image).map_err(|e| {
+                Error::Poisoned(format!("checkpoint placement failed after its check: {e}"))
+            })?;
             image.set_places(&mut node);
             self.cache.put(b, node, false);
             self.writing.insert(b);
             writes.push((x.offset, image.bytes));
         }
         let blob = encode_table(self.table.entries(), self.table.live_blocks());
-        let blob_off = self.table.allocate(blob.len() as u64)?;
+        let blob_off = self.table.allocate(blob.len() as u64).map_err(|e| {
+            Error::Poisoned(format!("checkpoint placement failed after its check: {e}"))
+        })?;
         let mut extents: Vec<u64> = self
             .table
             .entries()

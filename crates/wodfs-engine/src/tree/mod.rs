@@ -581,7 +581,21 @@ impl Tree {
             } else {
                 contiguous_reserve(&t.shared.cfg, blocks)
             };
-            let run_ok = st.table.space.largest_extent() >= run;
+            let mut run_ok = st.table.space.largest_extent() >= run;
+            // Near a full device the free space may be in pieces smaller
+            // than a node: check that the next checkpoint could place its
+            // table and every dirty node (at its largest) plus the nodes
+            // this batch may dirty. Without this a store could fill so
+            // that no checkpoint fits, and space released by deletes,
+            // reusable only after a checkpoint, would never come back.
+            if run_ok && free < 4 * (usable + need) {
+                let node_run = crate::alloc::round_up(t.shared.cfg.node_bytes as u64 + 4096);
+                let extra = if deletes_only { 2 } else { 4 };
+                let nodes = st.cache.dirty_blocks().len() + extra;
+                run_ok = st.table.space.can_place(
+                    std::iter::once(table_run(blocks)).chain(std::iter::repeat_n(node_run, nodes)),
+                );
+            }
             (
                 free >= usable + need && run_ok,
                 st.table.pending_bytes(),
@@ -887,8 +901,13 @@ impl Tree {
         let (plan, lsn) = {
             let mut st = self.shared.state.write();
             let (lsn, chain) = self.shared.log.position();
-            let r = st.plan_checkpoint(env, lsn, chain);
-            (self.poison(r)?, lsn)
+            match st.plan_checkpoint(env, lsn, chain) {
+                // Not enough room to place the dirty nodes: nothing was
+                // changed (see `plan_checkpoint`), so the store stays
+                // writable and the caller gets ENOSPC.
+                Err(e @ Error::NoSpace { .. }) => return Err(e),
+                r => (self.poison(r)?, lsn),
+            }
         };
         let r = checkpoint::write_checkpoint(env, &plan);
         let generation = self.poison(r)?;

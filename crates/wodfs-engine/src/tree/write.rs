@@ -24,7 +24,7 @@ use super::frame::{concat, rebase, separator, Bounds};
 use super::state::{Env, State};
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::frozen::FrozenBasement;
 use crate::format::node::encode_node;
 use crate::msg::{Msn, PointMsg};
@@ -717,6 +717,19 @@ impl State {
         node: &Node,
     ) -> Result<(Extent, crate::format::node::NodeImage)> {
         let image = encode_node(node, b, env.cfg.compression);
+        let x = self.place_image(env, b, &image)?;
+        Ok((x, image))
+    }
+
+    /// Allocates an extent for a serialized node and points its block
+    /// there (the old extent is released). Allocation comes first: on
+    /// `NoSpace` nothing has changed.
+    pub(crate) fn place_image(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+        image: &crate::format::node::NodeImage,
+    ) -> Result<Extent> {
         let len = image.bytes.len() as u64;
         let x = Extent {
             offset: self.table.allocate(len)?,
@@ -726,7 +739,7 @@ impl State {
         };
         self.table.relocate(b, x);
         env.stats.add_node_write(image.bytes.len());
-        Ok((x, image))
+        Ok(x)
     }
 
     /// Brings the cache back under its budget, writing dirty nodes back.
@@ -780,7 +793,19 @@ impl State {
                 continue;
             }
             let (node, _) = self.cache.take(b).expect("listed just now");
-            self.write_node(env, b, &node)?;
+            match self.write_node(env, b, &node) {
+                Ok(_) => {}
+                // No extent for it (allocation fails before anything is
+                // written or moved): it stays cached and dirty, over the
+                // budget, until a checkpoint makes released space
+                // reusable. Failing here would fail a batch that is
+                // already applied and logged.
+                Err(Error::NoSpace { .. }) => {
+                    self.cache.put(b, node, true);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use wodfs_engine::Op;
 
 use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
-use crate::fs::{put_attr, Fs};
+use crate::fs::{update_attr, Fs};
 use crate::loc::Loc;
 
 /// Block size of file data.
@@ -192,10 +192,13 @@ impl Fs {
 
     fn touch_atime(&self, loc: &Loc) -> FsResult<()> {
         let _g = self.lock();
-        let mut attr = self.getattr(loc)?;
-        if self.opts.strictatime || needs_atime(&attr) {
+        let old = self.getattr(loc)?;
+        if self.opts.strictatime || needs_atime(&old) {
+            let mut attr = old.clone();
             attr.atime = Timespec::now();
-            self.tree.write(&[put_attr(loc, &attr)])?;
+            let mut ops = Vec::new();
+            update_attr(loc, &old, &attr, &mut ops);
+            self.tree.write(&ops)?;
         }
         Ok(())
     }
@@ -223,10 +226,11 @@ impl Fs {
 
     fn write_batch(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
         let _g = self.lock();
-        let mut attr = file_attr(self, loc)?;
+        let old = file_attr(self, loc)?;
         if data.is_empty() {
-            return Ok(attr);
+            return Ok(old);
         }
+        let mut attr = old.clone();
         let mut ops = Vec::new();
         write_ops(loc, offset, data, attr.size, &mut ops);
         attr.size = attr.size.max(offset + data.len() as u64);
@@ -236,7 +240,7 @@ impl Fs {
         if kill_priv {
             attr.perm = kill_suid_sgid(attr.perm);
         }
-        ops.push(put_attr(loc, &attr));
+        update_attr(loc, &old, &attr, &mut ops);
         self.tree.write_owned(ops)?;
         Ok(attr)
     }
@@ -278,7 +282,8 @@ impl Fs {
             return err(libc::EFBIG);
         };
         let _g = self.lock();
-        let mut attr = file_attr(self, loc)?;
+        let old = file_attr(self, loc)?;
+        let mut attr = old.clone();
         if mode & (PUNCH_HOLE | ZERO_RANGE) == 0
             && end.saturating_sub(attr.size) > self.tree.space().free_bytes
         {
@@ -299,7 +304,7 @@ impl Fs {
         if kill_priv {
             attr.perm = kill_suid_sgid(attr.perm);
         }
-        ops.push(put_attr(loc, &attr));
+        update_attr(loc, &old, &attr, &mut ops);
         self.tree.write(&ops)?;
         Ok(attr)
     }

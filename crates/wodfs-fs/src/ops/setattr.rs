@@ -3,7 +3,7 @@
 use super::data::{resize_ops, FILE_BYTES_MAX};
 use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
-use crate::fs::{put_attr, Fs};
+use crate::fs::{update_attr, Fs};
 use crate::loc::Loc;
 
 /// A time to set: a given one or the current time.
@@ -40,7 +40,8 @@ impl Fs {
     /// Applies `set` to the object at `loc` and returns its attributes.
     pub fn setattr(&self, loc: &Loc, set: &SetAttr) -> FsResult<Attr> {
         let _g = self.lock();
-        let mut a = self.getattr(loc)?;
+        let old = self.getattr(loc)?;
+        let mut a = old.clone();
         let now = Timespec::now();
         let mut ops = Vec::new();
         let pick = |t: SetTime| match t {
@@ -87,8 +88,10 @@ impl Fs {
         if let Some(t) = set.ctime {
             a.ctime = t;
         }
-        ops.push(put_attr(loc, &a));
-        self.tree.write(&ops)?;
+        update_attr(loc, &old, &a, &mut ops);
+        if !ops.is_empty() {
+            self.tree.write(&ops)?;
+        }
         Ok(a)
     }
 }
