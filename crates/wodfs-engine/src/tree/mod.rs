@@ -587,11 +587,11 @@ impl Tree {
             // table and every dirty node (at its largest) plus the nodes
             // this batch may dirty. Without this a store could fill so
             // that no checkpoint fits, and space released by deletes,
-            // reusable only after a checkpoint, would never come back.
-            if run_ok && free < 4 * (usable + need) {
+            // reusable only after a checkpoint, would never come back. Not
+            // for a freeing batch: refusing an `rm` would make it worse.
+            if run_ok && !deletes_only && free < 4 * (usable + need) {
                 let node_run = crate::alloc::round_up(t.shared.cfg.node_bytes as u64 + 4096);
-                let extra = if deletes_only { 2 } else { 4 };
-                let nodes = st.cache.dirty_blocks().len() + extra;
+                let nodes = st.cache.dirty_blocks().len() + 4;
                 run_ok = st.table.space.can_place(
                     std::iter::once(table_run(blocks)).chain(std::iter::repeat_n(node_run, nodes)),
                 );
