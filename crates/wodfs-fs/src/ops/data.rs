@@ -198,7 +198,9 @@ impl Fs {
             attr.atime = Timespec::now();
             let mut ops = Vec::new();
             update_attr(loc, &old, &attr, &mut ops);
-            self.tree.write(&ops)?;
+            if !ops.is_empty() {
+                self.tree.write(&ops)?;
+            }
         }
         Ok(())
     }
