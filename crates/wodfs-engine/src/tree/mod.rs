@@ -591,7 +591,7 @@ impl Tree {
             // for a freeing batch: refusing an `rm` would make it worse.
             if run_ok && !deletes_only && free < 4 * (usable + need) {
                 let node_run = crate::alloc::round_up(t.shared.cfg.node_bytes as u64 + 4096);
-                let nodes = st.cache.dirty_blocks().len() + 4;
+                let nodes = st.cache.dirty_count() + 4;
                 run_ok = st.table.space.can_place(
                     std::iter::once(table_run(blocks)).chain(std::iter::repeat_n(node_run, nodes)),
                 );

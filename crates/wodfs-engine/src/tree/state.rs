@@ -53,38 +53,31 @@ pub(crate) struct Env<'a> {
     pub stats: &'a Stats,
 }
 
+/// The engine error of a failed device request.
+fn io_error(op: &'static str, offset: u64) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { op, offset, source }
+}
+
 impl Env<'_> {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.dev.read_at(offset, buf).map_err(|source| Error::Io {
-            op: "read",
-            offset,
-            source,
-        })
+        self.dev
+            .read_at(offset, buf)
+            .map_err(io_error("read", offset))
     }
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        self.dev.write_at(offset, buf).map_err(|source| Error::Io {
-            op: "write",
-            offset,
-            source,
-        })
+        self.dev
+            .write_at(offset, buf)
+            .map_err(io_error("write", offset))
     }
     /// A write the caller syncs right after (the log): see
     /// [`wodfs_device::Device::write_direct_at`].
     pub fn write_direct(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.dev
             .write_direct_at(offset, buf)
-            .map_err(|source| Error::Io {
-                op: "write",
-                offset,
-                source,
-            })
+            .map_err(io_error("write", offset))
     }
     pub fn sync(&self) -> Result<()> {
-        self.dev.sync().map_err(|source| Error::Io {
-            op: "sync",
-            offset: 0,
-            source,
-        })
+        self.dev.sync().map_err(io_error("sync", 0))
     }
 }
 
