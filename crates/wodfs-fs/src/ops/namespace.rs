@@ -122,7 +122,9 @@ impl Fs {
 
     /// Gives the file at `old` the extra name `dir/name`. The file moves to
     /// the inode space if this is its second name (O(size) until the
-    /// engine's range move is tree surgery).
+    /// engine's range move is tree surgery); a `Loc::Path` of it the caller
+    /// held is then stale, and writes through it would overwrite the name's
+    /// pointer record: use `Loc::Inode(ino)` from here on.
     pub fn link(&self, old: &Loc, dir: &FsPath, name: &[u8]) -> FsResult<Attr> {
         let new = dir.join(name)?;
         let _g = self.lock();
