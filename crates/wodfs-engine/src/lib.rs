@@ -59,8 +59,8 @@ pub use format::FORMAT_VERSION;
 pub use msg::Msn;
 pub use table::BlockNum;
 pub use tree::{
-    prefix_successor, Background, BackgroundConfig, LogEnd, Op, RangeIter, Space, Tree, TreeStats,
-    VerifyReport,
+    prefix_successor, Background, BackgroundConfig, CatchUp, LogEnd, Op, RangeIter, Space, Tree,
+    TreeStats, VerifyReport,
 };
 
 /// The longest key the engine stores. Full paths (up to 4096 bytes, plus

@@ -13,11 +13,12 @@
 //! * No stored byte at or past a file's size is non-zero, so growing a
 //!   file never needs to clear anything.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 use parking_lot::{Mutex, MutexGuard};
 use wodfs_device::Device;
-use wodfs_engine::{Config, Op, Tree};
+use wodfs_engine::{CatchUp, Config, Op, Tree};
 use wodfs_schema::key_codec::{
     children_range, inode_blocks_range, inode_meta_key, inode_xattrs_range, meta_key, sys_key,
     PathSpace,
@@ -95,8 +96,49 @@ pub struct Fs {
 }
 
 /// A namespace-lock guard; operations pass it to helpers that must run
-/// under the lock.
-pub(crate) type Guard<'a> = MutexGuard<'a, ()>;
+/// under the lock. Batches written through it leave the engine's
+/// back-pressure step ([`Tree::catch_up`]) until the lock is released, so
+/// a writer that outruns the background threads waits for them alone,
+/// not with every other request behind it.
+pub(crate) struct Guard<'a> {
+    lock: Option<MutexGuard<'a, ()>>,
+    tree: &'a Tree,
+    owed: Cell<Option<CatchUp>>,
+}
+
+impl Guard<'_> {
+    /// Writes `ops` as one batch (see [`Tree::write`]).
+    pub(crate) fn write(&self, ops: &[Op]) -> FsResult<()> {
+        let owed = self.tree.write_deferred(ops)?;
+        self.owe(owed);
+        Ok(())
+    }
+
+    /// Writes `ops`, whose values move into the tree.
+    pub(crate) fn write_owned(&self, ops: Vec<Op>) -> FsResult<()> {
+        let owed = self.tree.write_owned_deferred(ops)?;
+        self.owe(owed);
+        Ok(())
+    }
+
+    fn owe(&self, owed: CatchUp) {
+        let before = self.owed.take();
+        self.owed.set(Some(before.map_or(owed, |b| b.and(owed))));
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.lock = None;
+        if let Some(owed) = self.owed.take() {
+            // The operation is applied and logged, and an engine error
+            // here is sticky: the next operation reports it.
+            if let Err(e) = self.tree.catch_up(owed) {
+                log::error!("catching up with the background threads: {e}");
+            }
+        }
+    }
+}
 
 impl Fs {
     /// Formats `dev` with an empty file system (root directory owned by
@@ -214,7 +256,11 @@ impl Fs {
     }
 
     pub(crate) fn lock(&self) -> Guard<'_> {
-        self.ns.lock()
+        Guard {
+            lock: Some(self.ns.lock()),
+            tree: &self.tree,
+            owed: Cell::new(None),
+        }
     }
 
     /// Allocates an inode number; the caller must include the returned op
@@ -240,7 +286,7 @@ impl Fs {
     /// Records the release of a handle of `ino`; the last release of an
     /// orphan deletes it.
     pub fn release_file(&self, ino: u64) -> FsResult<()> {
-        let _g = self.lock();
+        let g = self.lock();
         let orphan_gone = {
             let mut inner = self.inner.lock();
             let count = inner.open.entry(ino).or_insert(1);
@@ -257,7 +303,7 @@ impl Fs {
             ops.push(Op::Delete {
                 key: orphan_key(ino),
             });
-            self.tree.write(&ops)?;
+            g.write(&ops)?;
         }
         Ok(())
     }

@@ -107,13 +107,27 @@ impl State {
     /// entries to log. `found` are answers of [`State::locate_unbound`]
     /// whose nodes were written since: an insert whose node still has the
     /// same version, now clean, is bound to it without looking again.
+    ///
+    /// With `only`, just the inserts whose keys it accepts are bound; the
+    /// others stay pending, in order (a binding record may name any subset:
+    /// recovery matches bindings to inserts by LSN and op).
     pub fn bind_pending(
         &mut self,
         env: Env<'_>,
         bind_lsn: u64,
         found: &[Found],
+        only: Option<&dyn Fn(&[u8]) -> bool>,
     ) -> Result<Vec<Binding>> {
-        let pending = std::mem::take(&mut self.unbound);
+        let all = std::mem::take(&mut self.unbound);
+        let pending = match only {
+            None => all,
+            Some(accepts) => {
+                let (bind, keep): (Vec<Unbound>, Vec<Unbound>) =
+                    all.into_iter().partition(|u| accepts(&u.key));
+                self.unbound = keep;
+                bind
+            }
+        };
         let mut out = Vec::with_capacity(pending.len());
         let mut written: std::collections::HashMap<BlockNum, crate::table::Extent> =
             Default::default();

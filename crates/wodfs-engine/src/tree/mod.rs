@@ -147,6 +147,28 @@ pub enum Op {
     },
 }
 
+/// The back-pressure step a deferred write leaves to its caller
+/// ([`Tree::write_deferred`], [`Tree::catch_up`]).
+#[must_use = "pass it to Tree::catch_up once your own locks are released"]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUp {
+    /// The batch added unbound inserts (late binding).
+    streamed: bool,
+    /// The batch left the cache over its budget: the write-back thread
+    /// had as much queued as it may.
+    write_back_behind: bool,
+}
+
+impl CatchUp {
+    /// What two deferred writes owe together.
+    pub fn and(self, other: CatchUp) -> CatchUp {
+        CatchUp {
+            streamed: self.streamed || other.streamed,
+            write_back_behind: self.write_back_behind || other.write_back_behind,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     dev: Box<dyn Device>,
@@ -440,22 +462,111 @@ impl Tree {
     /// recovery replays all of it or none. Durable once [`Tree::sync`] (or a
     /// checkpoint) returns after it.
     pub fn write(&self, ops: &[Op]) -> Result<()> {
-        self.write_batch(Batch::Shared(ops))
+        let owed = self.write_deferred(ops)?;
+        self.catch_up(owed)
     }
 
     /// [`Tree::write`] for a batch the caller gives away: values move into
     /// the tree instead of being copied (a file system's data blocks).
-    pub fn write_owned(&self, mut ops: Vec<Op>) -> Result<()> {
+    pub fn write_owned(&self, ops: Vec<Op>) -> Result<()> {
+        let owed = self.write_owned_deferred(ops)?;
+        self.catch_up(owed)
+    }
+
+    /// [`Tree::write`] without its back-pressure step: the caller passes
+    /// the returned [`CatchUp`] to [`Tree::catch_up`] once it has released
+    /// its own locks. A file system holds a namespace lock while it
+    /// writes; a writer that outruns the background threads binds or
+    /// flushes on their behalf, which takes 100-200 ms, and must not keep
+    /// every other request waiting on that lock meanwhile
+    /// (`bench/workloads/stall.py`).
+    pub fn write_deferred(&self, ops: &[Op]) -> Result<CatchUp> {
+        self.write_batch(Batch::Shared(ops))
+    }
+
+    /// [`Tree::write_owned`] without its back-pressure step (see
+    /// [`Tree::write_deferred`]).
+    pub fn write_owned_deferred(&self, mut ops: Vec<Op>) -> Result<CatchUp> {
         self.write_batch(Batch::Owned(&mut ops))
     }
 
-    fn write_batch(&self, mut batch: Batch<'_>) -> Result<()> {
+    /// Back-pressure on writers, owed by a deferred write: when the
+    /// background threads have fallen behind (or none run), binds pending
+    /// unbound inserts — only a writer that added some, so a stream pays
+    /// for itself and not whoever writes next — or flushes a full log
+    /// buffer.
+    pub fn catch_up(&self, owed: CatchUp) -> Result<()> {
+        if owed.write_back_behind {
+            self.wait_for_write_back()?;
+        }
+        if owed.streamed {
+            let unbound_count = self.shared.state.read().unbound.len();
+            // Unbound inserts are bound in rounds of bounded size: their
+            // bookkeeping, the binding pass and its records cost memory in
+            // proportion (about 200 bytes each).
+            if unbound_count >= UNBOUND_BIND_AT * 2
+                || (unbound_count >= UNBOUND_BIND_AT && !self.shared.wake.want_bind())
+            {
+                self.bind_now()?;
+            }
+        }
+        // A full log buffer is flushed by the background thread, so the
+        // writer does not wait for the device; only if it falls behind (or
+        // none runs) does the writer flush it itself.
+        let pending = self.shared.log.pending_bytes();
+        if pending >= crate::wal::LOG_BUFFER_BYTES * 2
+            || (pending >= crate::wal::LOG_BUFFER_BYTES && !self.shared.wake.want_sync())
+        {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Memory back-pressure: the cache is over its budget and the
+    /// write-back thread has all it may queue. Wait for it to finish a node
+    /// (a few ms), queue more, and repeat while it is still behind; the
+    /// lock is held only to queue, so readers and other writers go on.
+    fn wait_for_write_back(&self) -> Result<()> {
+        let env = self.env();
+        loop {
+            let (queue, seen) = {
+                let st = self.shared.state.read();
+                if !st.over_budget(env) {
+                    return Ok(());
+                }
+                match &st.writeback.queue {
+                    Some(q) => (Some(q.clone()), q.finished()),
+                    None => (None, 0),
+                }
+            };
+            if let Some(q) = &queue {
+                q.wait_past(seen, std::time::Duration::from_millis(100));
+            }
+            let mut st = self.shared.state.write();
+            let r = st.evict(env);
+            let behind = std::mem::take(&mut st.writeback.behind);
+            drop(st);
+            self.poison(r)?;
+            if !behind {
+                return Ok(());
+            }
+        }
+    }
+
+    fn write_batch(&self, mut batch: Batch<'_>) -> Result<CatchUp> {
         let ops = batch.ops();
         for op in ops {
             validate(op)?;
         }
         let size = BatchSize::of(ops);
-        let has_range_move = ops.iter().any(|op| matches!(op, Op::RangeMove { .. }));
+        let moved: Vec<(Vec<u8>, Vec<u8>)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::RangeMove { from, to } => Some((from.clone(), to.clone())),
+                _ => None,
+            })
+            .collect();
+        let has_range_move = !moved.is_empty();
         // Not with a range move in the batch: it moves (and range-deletes)
         // keys the batch itself inserts, so their values could no longer
         // be located for binding, and replay would move nothing.
@@ -482,7 +593,6 @@ impl Tree {
                 }
             }
         }
-        let unbound_count;
         loop {
             // Keep room in the log: a checkpoint reclaims it.
             if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
@@ -497,10 +607,19 @@ impl Tree {
                 continue;
             }
             let r = (|| {
-                if !st.unbound.is_empty() && has_range_move {
-                    // A range move reads values: bind pending inserts while
-                    // their keys are still in place.
-                    self.append_bindings(&mut st, env, &[])?;
+                if !st.unbound.is_empty() && !moved.is_empty() {
+                    // A range move reads the values under its prefixes:
+                    // bind the pending inserts there while their keys are
+                    // still in place. Only those: binding a whole stream's
+                    // worth here, under the lock, stalled every request for
+                    // 50-170 ms whenever a file was unlinked while open
+                    // (moved to the inode space) during a large write.
+                    let touched = |k: &[u8]| {
+                        moved
+                            .iter()
+                            .any(|(from, to)| k.starts_with(from) || k.starts_with(to))
+                    };
+                    self.append_bindings(&mut st, env, &[], Some(&touched))?;
                 }
                 batch.apply(&mut st, env)?;
                 let (lsn, _) = log.position();
@@ -514,29 +633,14 @@ impl Tree {
                 }
                 st.evict(env)
             })();
-            unbound_count = st.unbound.len();
+            let behind = std::mem::take(&mut st.writeback.behind);
             drop(st);
             self.poison(r)?;
-            break;
+            return Ok(CatchUp {
+                streamed: late_binding,
+                write_back_behind: behind,
+            });
         }
-        // Unbound inserts are bound in rounds of bounded size: their
-        // bookkeeping, the binding pass and its records cost memory in
-        // proportion (about 200 bytes each).
-        if unbound_count >= UNBOUND_BIND_AT * 2
-            || (unbound_count >= UNBOUND_BIND_AT && !self.shared.wake.want_bind())
-        {
-            self.bind_now()?;
-        }
-        // A full log buffer is flushed by the background thread, so the
-        // writer does not wait for the device; only if it falls behind (or
-        // none runs) does the writer flush it itself.
-        let pending = log.pending_bytes();
-        if pending >= crate::wal::LOG_BUFFER_BYTES * 2
-            || (pending >= crate::wal::LOG_BUFFER_BYTES && !self.shared.wake.want_sync())
-        {
-            self.sync()?;
-        }
-        Ok(())
     }
 
     /// Space admission: a batch is refused with `NoSpace` (and nothing else
@@ -629,7 +733,7 @@ impl Tree {
         let (target, owed) = loop {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
-                let r = self.append_bindings(&mut st, env, &found);
+                let r = self.append_bindings(&mut st, env, &found, None);
                 self.poison(r)?;
             }
             // The bound nodes must be durable before the log bytes that
@@ -720,11 +824,41 @@ impl Tree {
     /// nodes holding their values (under the read lock, a chunk at a time)
     /// and write the dirty ones back without the lock, so that binding
     /// under the lock mostly only names nodes already written.
+    ///
+    /// A stream goes on while this runs (at 700 MiB/s, some 40,000 more
+    /// 4 KiB blocks in the time it takes to write back 200 MiB of nodes),
+    /// and whatever arrived meanwhile would be located and written under
+    /// the lock, stalling every request for up to 100 ms (measured by
+    /// `bench/workloads/stall.py`). So it goes round again over what
+    /// arrived, a few times at most, until what is left for the locked
+    /// pass is small; each round is shorter than the one before.
     fn prepare_bindings(&self) -> Result<Vec<bind::Found>> {
-        const CHUNK: usize = 4096;
-        let env = self.env();
+        /// What the locked pass may be left with without another round.
+        const LEFT_FOR_LOCKED_PASS: usize = 4096;
+        const ROUNDS: usize = 4;
         let mut found = Vec::new();
         let mut from = 0;
+        for _ in 0..ROUNDS {
+            from = self.prepare_bindings_from(from, &mut found)?;
+            let pending = self.shared.state.read().unbound.len();
+            if pending.saturating_sub(from) < LEFT_FOR_LOCKED_PASS {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    /// One round of [`Tree::prepare_bindings`] over the unbound inserts
+    /// from index `from` on; returns the index where it stopped. (Another
+    /// sync may bind and empty the list meanwhile: answers are matched by
+    /// LSN, so a stale index only costs the locked pass a lookup.)
+    fn prepare_bindings_from(
+        &self,
+        mut from: usize,
+        found: &mut Vec<bind::Found>,
+    ) -> Result<usize> {
+        const CHUNK: usize = 4096;
+        let env = self.env();
         loop {
             let st = self.shared.state.read();
             if from >= st.unbound.len() {
@@ -736,7 +870,9 @@ impl Tree {
         // The node holding the newest value is where the stream goes on:
         // writing it here would race the writer (whose take would copy the
         // node while we hold it, and whose next change makes our write
-        // stale); the locked pass writes it instead.
+        // stale); the locked pass writes it instead. An earlier round's
+        // frontier, left behind by the stream, is written now (blocks
+        // written already are clean and skipped).
         let frontier = found.last().map(|f| f.block);
         let mut blocks: Vec<crate::table::BlockNum> = found
             .iter()
@@ -748,7 +884,7 @@ impl Tree {
         for chunk in blocks.chunks(1) {
             self.write_back_unlocked(chunk, writeback::For::Binding)?;
         }
-        Ok(found)
+        Ok(from)
     }
 
     /// Binds the pending unbound inserts now (without flushing the log:
@@ -762,19 +898,27 @@ impl Tree {
         if st.unbound.is_empty() {
             return Ok(());
         }
-        let r = self.append_bindings(&mut st, env, &found);
+        let r = self.append_bindings(&mut st, env, &found, None);
         self.poison(r)
     }
 
-    /// Binds every pending unbound insert and appends the binding record.
-    fn append_bindings(&self, st: &mut State, env: Env<'_>, found: &[bind::Found]) -> Result<()> {
+    /// Binds every pending unbound insert (or those whose keys `only`
+    /// accepts) and appends the binding record.
+    fn append_bindings(
+        &self,
+        st: &mut State,
+        env: Env<'_>,
+        found: &[bind::Found],
+        only: Option<&dyn Fn(&[u8]) -> bool>,
+    ) -> Result<()> {
         let log = &self.shared.log;
-        let bindings = st.bind_pending(env, log.position().0, found)?;
-        if !bindings.is_empty() {
-            self.shared
-                .device_sync_owed
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+        let bindings = st.bind_pending(env, log.position().0, found, only)?;
+        if bindings.is_empty() {
+            return Ok(());
         }
+        self.shared
+            .device_sync_owed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let payload = crate::wal::record::encode_bindings(&bindings);
         if !log.append(&payload)? {
             return Err(Error::Poisoned(
@@ -782,6 +926,12 @@ impl Tree {
             ));
         }
         Ok(())
+    }
+
+    /// Inserts logged without their values and not bound yet (late
+    /// binding; the next sync binds them).
+    pub fn unbound_pending(&self) -> usize {
+        self.shared.state.read().unbound.len()
     }
 
     /// Sets the size from which a batch's inserts are logged unbound

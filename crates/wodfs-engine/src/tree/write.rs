@@ -750,9 +750,7 @@ impl State {
     /// nodes plus checkpoint images stay within `cache_bytes`.
     pub fn evict(&mut self, env: Env<'_>) -> Result<()> {
         let (node_max, dirty_max) = budget_split(env.cfg.cache_bytes);
-        let queued = self.writeback.bytes;
-        if self.cache.bytes() <= node_max + queued && self.cache.dirty_bytes() <= dirty_max + queued
-        {
+        if !self.over_budget(env) {
             return Ok(());
         }
         env.dev.annotate("evict");
@@ -768,6 +766,14 @@ impl State {
         self.write_back_lru(env, dirty_max, |c, q| {
             c.bytes().saturating_sub(q) > node_target
         })
+    }
+
+    /// The cache holds more than its budget beyond the nodes queued for
+    /// write-back.
+    pub fn over_budget(&self, env: Env<'_>) -> bool {
+        let (node_max, dirty_max) = budget_split(env.cfg.cache_bytes);
+        let queued = self.writeback.bytes;
+        self.cache.bytes() > node_max + queued || self.cache.dirty_bytes() > dirty_max + queued
     }
 
     /// Writes back dirty nodes, least recently used first, while `over`
@@ -787,11 +793,19 @@ impl State {
             if !dirty || b == self.root || self.writing.contains(&b) || self.writeback.contains(b) {
                 continue;
             }
-            env.stats.add_eviction();
             let size = self.cache.peek(b).map_or(0, |e| e.mem_bytes());
             if self.writeback.offer(b, size, dirty_max / 2) {
+                env.stats.add_eviction();
                 continue;
             }
+            if self.writeback.queue.is_some() {
+                // The thread is behind: the writer waits for it after
+                // releasing the lock, rather than writing here while every
+                // other request waits for the lock.
+                self.writeback.behind = true;
+                return Ok(());
+            }
+            env.stats.add_eviction();
             let (node, _) = self.cache.take(b).expect("listed just now");
             match self.write_node(env, b, &node) {
                 Ok(_) => {}

@@ -191,7 +191,7 @@ impl Fs {
     }
 
     fn touch_atime(&self, loc: &Loc) -> FsResult<()> {
-        let _g = self.lock();
+        let g = self.lock();
         let old = self.getattr(loc)?;
         if self.opts.strictatime || needs_atime(&old) {
             let mut attr = old.clone();
@@ -199,7 +199,7 @@ impl Fs {
             let mut ops = Vec::new();
             update_attr(loc, &old, &attr, &mut ops);
             if !ops.is_empty() {
-                self.tree.write(&ops)?;
+                g.write(&ops)?;
             }
         }
         Ok(())
@@ -227,7 +227,7 @@ impl Fs {
     }
 
     fn write_batch(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
-        let _g = self.lock();
+        let g = self.lock();
         let old = file_attr(self, loc)?;
         if data.is_empty() {
             return Ok(old);
@@ -243,7 +243,7 @@ impl Fs {
             attr.perm = kill_suid_sgid(attr.perm);
         }
         update_attr(loc, &old, &attr, &mut ops);
-        self.tree.write_owned(ops)?;
+        g.write_owned(ops)?;
         Ok(attr)
     }
 
@@ -283,7 +283,7 @@ impl Fs {
         let Some(end) = end else {
             return err(libc::EFBIG);
         };
-        let _g = self.lock();
+        let g = self.lock();
         let old = file_attr(self, loc)?;
         let mut attr = old.clone();
         if mode & (PUNCH_HOLE | ZERO_RANGE) == 0
@@ -307,7 +307,7 @@ impl Fs {
             attr.perm = kill_suid_sgid(attr.perm);
         }
         update_attr(loc, &old, &attr, &mut ops);
-        self.tree.write(&ops)?;
+        g.write(&ops)?;
         Ok(attr)
     }
 

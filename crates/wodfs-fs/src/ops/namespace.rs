@@ -88,7 +88,7 @@ impl Fs {
             put_attr(&Loc::Path(path), &attr),
             self.touch_dir(dir, &parent, delta, now),
         ];
-        self.tree.write(&ops)?;
+        g.write(&ops)?;
         Ok(attr)
     }
 
@@ -104,7 +104,7 @@ impl Fs {
 
     fn remove(&self, dir: &FsPath, name: &[u8], want_dir: bool) -> FsResult<Removed> {
         let path = dir.join(name)?;
-        let _g = self.lock();
+        let g = self.lock();
         let parent = self.dir_attr(dir)?;
         let (attr, loc) = self.resolve(&path)?;
         match (want_dir, attr.kind == Kind::Dir) {
@@ -116,7 +116,7 @@ impl Fs {
         let now = Timespec::now();
         let (mut ops, removed) = self.remove_name_ops(&path, &attr, &loc, now);
         ops.push(self.touch_dir(dir, &parent, -i32::from(want_dir), now));
-        self.tree.write(&ops)?;
+        g.write(&ops)?;
         Ok(removed)
     }
 
@@ -127,7 +127,7 @@ impl Fs {
     /// pointer record: use `Loc::Inode(ino)` from here on.
     pub fn link(&self, old: &Loc, dir: &FsPath, name: &[u8]) -> FsResult<Attr> {
         let new = dir.join(name)?;
-        let _g = self.lock();
+        let g = self.lock();
         let (attr, loc) = match old {
             Loc::Path(p) => self.resolve(p)?,
             Loc::Inode(_) => (self.getattr(old)?, old.clone()),
@@ -165,7 +165,7 @@ impl Fs {
             value: pointer(&a),
         });
         ops.push(self.touch_dir(dir, &parent, 0, now));
-        self.tree.write(&ops)?;
+        g.write(&ops)?;
         Ok(a)
     }
 

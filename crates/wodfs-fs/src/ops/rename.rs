@@ -55,7 +55,7 @@ impl Fs {
     ) -> FsResult<Renamed> {
         let old = old_dir.join(old_name)?;
         let new = new_dir.join(new_name)?;
-        let _g = self.lock();
+        let g = self.lock();
         let old_parent = self.dir_attr(old_dir)?;
         let new_parent = self.dir_attr(new_dir)?;
         let (src, src_loc) = self.resolve(&old)?;
@@ -160,7 +160,7 @@ impl Fs {
             ops.push(self.touch_dir(old_dir, &old_parent, old_delta, now));
             ops.push(self.touch_dir(new_dir, &new_parent, new_delta, now));
         }
-        self.tree.write(&ops)?;
+        g.write(&ops)?;
         Ok(Renamed {
             ino: src.ino,
             replaced,

@@ -39,7 +39,7 @@ pub struct SetAttr {
 impl Fs {
     /// Applies `set` to the object at `loc` and returns its attributes.
     pub fn setattr(&self, loc: &Loc, set: &SetAttr) -> FsResult<Attr> {
-        let _g = self.lock();
+        let g = self.lock();
         let old = self.getattr(loc)?;
         let mut a = old.clone();
         let now = Timespec::now();
@@ -90,7 +90,7 @@ impl Fs {
         }
         update_attr(loc, &old, &a, &mut ops);
         if !ops.is_empty() {
-            self.tree.write(&ops)?;
+            g.write(&ops)?;
         }
         Ok(a)
     }

@@ -46,7 +46,7 @@ impl Fs {
         if value.len() > XATTR_VALUE_BYTES_MAX {
             return err(libc::E2BIG);
         }
-        let _g = self.lock();
+        let g = self.lock();
         let mut attr = self.getattr(loc)?;
         if attr.kind == Kind::Symlink && name.starts_with(b"user.") {
             return err(libc::EPERM);
@@ -59,7 +59,7 @@ impl Fs {
             _ => {}
         }
         attr.ctime = Timespec::now();
-        self.tree.write(&[
+        g.write(&[
             Op::Insert {
                 key,
                 value: value.to_vec(),
@@ -97,7 +97,7 @@ impl Fs {
     /// Removes xattr `name`.
     pub fn remove_xattr(&self, loc: &Loc, name: &[u8]) -> FsResult<()> {
         check_name(name)?;
-        let _g = self.lock();
+        let g = self.lock();
         let mut attr = self.getattr(loc)?;
         if attr.kind == Kind::Symlink && name.starts_with(b"user.") {
             return err(libc::EPERM);
@@ -107,8 +107,7 @@ impl Fs {
             return err(libc::ENODATA);
         }
         attr.ctime = Timespec::now();
-        self.tree
-            .write(&[Op::Delete { key }, put_attr(loc, &attr)])?;
+        g.write(&[Op::Delete { key }, put_attr(loc, &attr)])?;
         Ok(())
     }
 }
