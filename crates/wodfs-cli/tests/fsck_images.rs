@@ -40,141 +40,81 @@ struct Expect {
     says: &'static [&'static str],
 }
 
+const fn expect(name: &'static str, code: i32, says: &'static [&'static str]) -> Expect {
+    Expect { name, code, says }
+}
+
 const EXPECTED: &[Expect] = &[
-    Expect {
-        name: "healthy",
-        code: 0,
-        says: &["0 orphans", "0 errors"],
-    },
+    expect("healthy", 0, &["0 orphans", "0 errors"]),
     // Engine level.
-    Expect {
-        name: "zero-length",
-        code: 4,
-        says: &["empty", "not a wodfs image"],
-    },
-    Expect {
-        name: "shorter-than-a-superblock",
-        code: 4,
-        says: &["not a wodfs image"],
-    },
-    Expect {
-        name: "truncated",
-        code: 4,
-        says: &["truncated"],
-    },
-    Expect {
-        name: "wrong-magic",
-        code: 4,
-        says: &["not a wodfs image"],
-    },
-    Expect {
-        name: "both-superblocks-flipped",
-        code: 4,
-        says: &["corrupt superblock"],
-    },
+    expect("zero-length", 4, &["empty", "not a wodfs image"]),
+    expect("shorter-than-a-superblock", 4, &["not a wodfs image"]),
+    expect("truncated", 4, &["truncated"]),
+    expect("wrong-magic", 4, &["not a wodfs image"]),
+    expect("both-superblocks-flipped", 4, &["corrupt superblock"]),
     // The older checkpoint is whole, so the image opens as it was one
     // checkpoint earlier: consistent, hence clean.
-    Expect {
-        name: "newest-superblock-flipped",
-        code: 0,
-        says: &["0 errors"],
-    },
-    Expect {
-        name: "future-version",
-        code: 8,
-        says: &["unsupported format version 99"],
-    },
-    Expect {
-        name: "block-table-flipped",
-        code: 4,
-        says: &["corrupt", "block table"],
-    },
-    Expect {
-        name: "internal-node-header-flipped",
-        code: 4,
-        says: &["corrupt", "node header"],
-    },
-    Expect {
-        name: "leaf-partition-flipped",
-        code: 4,
-        says: &["tree damaged", "partition"],
-    },
-    Expect {
-        name: "leaf-zeroed",
-        code: 4,
-        says: &["corrupt"],
-    },
+    expect("newest-superblock-flipped", 0, &["0 errors"]),
+    expect("future-version", 8, &["unsupported format version 99"]),
+    expect("block-table-flipped", 4, &["corrupt", "block table"]),
+    expect(
+        "internal-node-header-flipped",
+        4,
+        &["corrupt", "node header"],
+    ),
+    expect("leaf-partition-flipped", 4, &["tree damaged", "partition"]),
+    expect("leaf-zeroed", 4, &["corrupt"]),
     // Namespace level: every checksum is right, the meaning is not.
-    Expect {
-        name: "stray-data-block",
-        code: 4,
-        says: &["/nobody: data block 0 without a path-keyed file"],
-    },
-    Expect {
-        name: "stray-xattr",
-        code: 4,
-        says: &["/nobody: xattr key without a path-keyed file"],
-    },
-    Expect {
-        name: "parent-missing",
-        code: 4,
-        says: &["/gone/child: parent is missing"],
-    },
-    Expect {
-        name: "parent-not-a-directory",
-        code: 4,
-        says: &["/d0/f001/child: parent is not a directory"],
-    },
-    Expect {
-        name: "root-missing",
-        code: 4,
-        says: &["root directory missing"],
-    },
-    Expect {
-        name: "directory-link-count",
-        code: 4,
-        says: &["/d1: directory link count 7, expected 2"],
-    },
-    Expect {
-        name: "block-past-size",
-        code: 4,
-        says: &["/d0/f002: block 9 past the size 3000"],
-    },
-    Expect {
-        name: "undecodable-attributes",
-        code: 4,
-        says: &["/d2/f000: corrupt record: attributes: record too short"],
-    },
-    Expect {
-        name: "undecodable-key",
-        code: 4,
-        says: &["undecodable key"],
-    },
-    Expect {
-        name: "hard-link-count",
-        code: 4,
-        says: &["link count 5, names 2"],
-    },
-    Expect {
-        name: "inode-without-name",
-        code: 4,
-        says: &["inode 9999: no name and no orphan marker"],
-    },
-    Expect {
-        name: "names-point-at-missing-inode",
-        code: 4,
-        says: &[
+    expect(
+        "stray-data-block",
+        4,
+        &["/nobody: data block 0 without a path-keyed file"],
+    ),
+    expect(
+        "stray-xattr",
+        4,
+        &["/nobody: xattr key without a path-keyed file"],
+    ),
+    expect("parent-missing", 4, &["/gone/child: parent is missing"]),
+    expect(
+        "parent-not-a-directory",
+        4,
+        &["/d0/f001/child: parent is not a directory"],
+    ),
+    expect("root-missing", 4, &["root directory missing"]),
+    expect(
+        "directory-link-count",
+        4,
+        &["/d1: directory link count 7, expected 2"],
+    ),
+    expect(
+        "block-past-size",
+        4,
+        &["/d0/f002: block 9 past the size 3000"],
+    ),
+    expect(
+        "undecodable-attributes",
+        4,
+        &["/d2/f000: corrupt record: attributes: record too short"],
+    ),
+    expect("undecodable-key", 4, &["undecodable key"]),
+    expect("hard-link-count", 4, &["link count 5, names 2"]),
+    expect(
+        "inode-without-name",
+        4,
+        &["inode 9999: no name and no orphan marker"],
+    ),
+    expect(
+        "names-point-at-missing-inode",
+        4,
+        &[
             "names point at missing inode",
             "data without an inode record",
         ],
-    },
+    ),
     // A file unlinked while open, then a crash: the orphan is no error, it
     // is removed at the next mount.
-    Expect {
-        name: "orphan-left-by-a-crash",
-        code: 0,
-        says: &["1 orphans", "0 errors"],
-    },
+    expect("orphan-left-by-a-crash", 0, &["1 orphans", "0 errors"]),
 ];
 
 fn images_dir() -> PathBuf {

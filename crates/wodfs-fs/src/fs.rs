@@ -122,8 +122,8 @@ impl Guard<'_> {
     }
 
     fn owe(&self, owed: CatchUp) {
-        let before = self.owed.take();
-        self.owed.set(Some(before.map_or(owed, |b| b.and(owed))));
+        let before = self.owed.get().unwrap_or_default();
+        self.owed.set(Some(before.and(owed)));
     }
 }
 

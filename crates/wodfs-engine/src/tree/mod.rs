@@ -500,7 +500,7 @@ impl Tree {
             self.wait_for_write_back()?;
         }
         if owed.streamed {
-            let unbound_count = self.shared.state.read().unbound.len();
+            let unbound_count = self.unbound_pending();
             // Unbound inserts are bound in rounds of bounded size: their
             // bookkeeping, the binding pass and its records cost memory in
             // proportion (about 200 bytes each).
@@ -566,11 +566,10 @@ impl Tree {
                 _ => None,
             })
             .collect();
-        let has_range_move = !moved.is_empty();
         // Not with a range move in the batch: it moves (and range-deletes)
         // keys the batch itself inserts, so their values could no longer
         // be located for binding, and replay would move nothing.
-        let late_binding = self.continues_stream(ops, size.inserted) && !has_range_move;
+        let late_binding = self.continues_stream(ops, size.inserted) && moved.is_empty();
         let payload = crate::wal::record::encode_batch(ops, late_binding);
         let log = &self.shared.log;
         if payload.len() as u64 > log.max_payload_bytes() {

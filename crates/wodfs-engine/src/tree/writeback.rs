@@ -72,10 +72,13 @@ impl Queue {
 
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _g = self.jobs.lock();
-        self.ready.notify_all();
-        drop(_g);
-        let _f = self.finished.lock();
+        // Under each condvar's mutex, so no waiter misses the flag between
+        // its check and its wait.
+        {
+            let _jobs = self.jobs.lock();
+            self.ready.notify_all();
+        }
+        let _finished = self.finished.lock();
         self.progress.notify_all();
     }
 
