@@ -20,7 +20,7 @@ use common::{text, wodfs, Tmp};
 
 use wodfs_device::MemDevice;
 use wodfs_engine::Config;
-use wodfs_fs::{Attr, Fs, FsOptions, FsPath, Kind, Loc, NewNode, Timespec, XattrSet};
+use wodfs_fs::{Attr, Fs, FsOptions, FsPath, KillPriv, Kind, Loc, NewNode, Timespec, XattrSet};
 use wodfs_schema::key_codec::{data_key, inode_meta_key, meta_key, xattr_key};
 
 const IMAGE_BYTES: u64 = 1 << 20;
@@ -158,7 +158,7 @@ fn healthy() -> Vec<u8> {
             let data: Vec<u8> = (0..3000u32)
                 .map(|i| (i.wrapping_mul(2654435761) >> (f % 7 + 8)) as u8)
                 .collect();
-            fs.write(&loc, 0, &data, false).unwrap();
+            fs.write(&loc, 0, &data, KillPriv::Keep).unwrap();
         }
         fs.checkpoint().unwrap();
     }

@@ -259,16 +259,6 @@ impl Attr {
     }
 }
 
-/// Clears set-user-ID always and set-group-ID when group-executable (as
-/// the kernel does on write, truncate and chown by an unprivileged user).
-pub fn kill_suid_sgid(perm: u16) -> u16 {
-    let mut p = perm & !(libc::S_ISUID as u16);
-    if perm & (libc::S_IXGRP as u16) != 0 {
-        p &= !(libc::S_ISGID as u16);
-    }
-    p
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

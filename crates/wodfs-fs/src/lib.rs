@@ -14,7 +14,7 @@
 //! ```
 //! use wodfs_device::MemDevice;
 //! use wodfs_engine::Config;
-//! use wodfs_fs::{Fs, Kind, NewNode};
+//! use wodfs_fs::{Fs, KillPriv, Kind, NewNode};
 //! use wodfs_schema::FsPath;
 //!
 //! let cfg = Config { node_bytes: 64 << 10, partition_bytes: 8 << 10,
@@ -23,7 +23,7 @@
 //! let root = FsPath::root();
 //! fs.make(&root, b"hello", NewNode::new(Kind::File, 0o644))?;
 //! let (_, loc) = fs.lookup(&root, b"hello")?;
-//! fs.write(&loc, 0, b"hi there", false)?;
+//! fs.write(&loc, 0, b"hi there", KillPriv::Keep)?;
 //! assert_eq!(fs.read(&loc, 3, 100)?, b"there");
 //! # Ok::<(), wodfs_fs::FsError>(())
 //! ```
@@ -36,8 +36,9 @@ mod fs;
 mod fsck;
 mod loc;
 mod ops;
+mod privs;
 
-pub use attr::{kill_suid_sgid, Attr, Kind, Timespec, ATTR_VERSION, FLAG_LINKED};
+pub use attr::{Attr, Kind, Timespec, ATTR_VERSION, FLAG_LINKED};
 pub use error::{FsError, FsResult};
 pub use fs::{Fs, FsOptions, ROOT_INO};
 pub use fsck::FsckReport;
@@ -50,4 +51,5 @@ pub use ops::setattr::{SetAttr, SetTime};
 pub use ops::statfs::StatFs;
 pub use ops::xattr::{XattrSet, XATTR_VALUE_BYTES_MAX};
 pub use ops::Removed;
+pub use privs::KillPriv;
 pub use wodfs_schema::FsPath;

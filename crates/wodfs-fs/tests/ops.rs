@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::{file, new_fs, reopen, root};
 use wodfs_device::{Device, MemDevice};
 use wodfs_engine::Config;
-use wodfs_fs::{falloc, Fs, FsPath, Kind, Loc, NewNode, RenameMode, Seek, SetAttr};
+use wodfs_fs::{falloc, Fs, FsPath, KillPriv, Kind, Loc, NewNode, RenameMode, Seek, SetAttr};
 
 #[test]
 fn small_writes_into_a_cold_file_read_no_blocks() {
@@ -22,14 +22,14 @@ fn small_writes_into_a_cold_file_read_no_blocks() {
     let f = file(&fs, "big");
     let chunk = vec![0xabu8; 1 << 20];
     for i in 0..32u64 {
-        fs.write(&f, i << 20, &chunk, false).unwrap();
+        fs.write(&f, i << 20, &chunk, KillPriv::Keep).unwrap();
     }
     fs.checkpoint().unwrap();
     drop(fs);
     let fs = Fs::open(Box::new(Arc::clone(&dev)), 64 << 20, Default::default()).unwrap();
     let f = fs.lookup(&root(), b"big").unwrap().1;
     // The first write reads the file's attributes (one leaf path).
-    fs.write(&f, 12345, b"abcd", false).unwrap();
+    fs.write(&f, 12345, b"abcd", KillPriv::Keep).unwrap();
     let before = fs.tree().stats();
     let mut x = 1u64;
     for _ in 0..2000 {
@@ -37,7 +37,7 @@ fn small_writes_into_a_cold_file_read_no_blocks() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let off = (x >> 20) % ((32 << 20) - 4);
-        fs.write(&f, off, b"wxyz", false).unwrap();
+        fs.write(&f, off, b"wxyz", KillPriv::Keep).unwrap();
     }
     let after = fs.tree().stats();
     assert_eq!(
@@ -53,7 +53,7 @@ fn small_writes_into_a_cold_file_read_no_blocks() {
 fn truncate_cuts_the_boundary_block_and_extends_with_zeros() {
     let (_, fs) = new_fs(64 << 20);
     let f = file(&fs, "t");
-    fs.write(&f, 0, &[0xff; 10000], false).unwrap();
+    fs.write(&f, 0, &[0xff; 10000], KillPriv::Keep).unwrap();
     let set = |n| SetAttr {
         size: Some(n),
         ..SetAttr::default()
@@ -74,8 +74,8 @@ fn truncate_cuts_the_boundary_block_and_extends_with_zeros() {
 fn holes_fallocate_and_seek() {
     let (_, fs) = new_fs(64 << 20);
     let f = file(&fs, "h");
-    fs.write(&f, 0, &[1; 4096], false).unwrap();
-    fs.write(&f, 5 * 4096, &[2; 100], false).unwrap();
+    fs.write(&f, 0, &[1; 4096], KillPriv::Keep).unwrap();
+    fs.write(&f, 5 * 4096, &[2; 100], KillPriv::Keep).unwrap();
     assert_eq!(fs.getattr(&f).unwrap().size, 5 * 4096 + 100);
     assert_eq!(fs.seek(&f, 0, Seek::Data).unwrap(), 0);
     assert_eq!(fs.seek(&f, 0, Seek::Hole).unwrap(), 4096);
@@ -160,14 +160,14 @@ fn open_unlinked_files_live_until_release_or_reopen() {
     let (mem, fs) = new_fs(64 << 20);
     let dev: Arc<dyn Device> = mem;
     let f = file(&fs, "o");
-    fs.write(&f, 0, b"still here", false).unwrap();
+    fs.write(&f, 0, b"still here", KillPriv::Keep).unwrap();
     let ino = fs.getattr(&f).unwrap().ino;
     fs.open_file(ino);
     let removed = fs.unlink(&root(), b"o").unwrap();
     assert!(removed.inode_loc);
     let orphan = Loc::Inode(ino);
     assert_eq!(fs.read(&orphan, 0, 100).unwrap(), b"still here");
-    fs.write(&orphan, 0, b"STILL", false).unwrap();
+    fs.write(&orphan, 0, b"STILL", KillPriv::Keep).unwrap();
     assert_eq!(fs.read(&orphan, 0, 100).unwrap(), b"STILL here");
     assert_eq!(fs.fsck().unwrap().orphans, 1);
     // A crash (reopen without release) removes the orphan.
@@ -239,7 +239,7 @@ fn statfs_reports_the_engine_space() {
             x as u8
         })
         .collect();
-    fs.write(&f, 0, &data, false).unwrap();
+    fs.write(&f, 0, &data, KillPriv::Keep).unwrap();
     fs.checkpoint().unwrap();
     let full = fs.statfs();
     assert!(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{file, new_fs, root, small_config};
 use wodfs_device::MemDevice;
-use wodfs_fs::{falloc, Fs, FsOptions, Kind, NewNode, RenameMode, XattrSet};
+use wodfs_fs::{falloc, Fs, FsOptions, KillPriv, Kind, NewNode, RenameMode, XattrSet};
 
 /// generic/003: with `strictatime` every read updates atime, not only the
 /// first one after a change (relatime).
@@ -17,7 +17,7 @@ fn strictatime_updates_atime_on_every_read() {
     let dev = Arc::new(MemDevice::new(64 << 20));
     let fs = Fs::mkfs(Box::new(Arc::clone(&dev)), small_config(), 0, 0).unwrap();
     let f = file(&fs, "f");
-    fs.write(&f, 0, b"abc", false).unwrap();
+    fs.write(&f, 0, b"abc", KillPriv::Keep).unwrap();
     fs.checkpoint().unwrap();
     drop(fs);
     let opts = FsOptions {
@@ -40,7 +40,7 @@ fn strictatime_updates_atime_on_every_read() {
 fn relatime_updates_atime_once() {
     let (_dev, fs) = new_fs(64 << 20);
     let f = file(&fs, "f");
-    fs.write(&f, 0, b"abc", false).unwrap();
+    fs.write(&f, 0, b"abc", KillPriv::Keep).unwrap();
     fs.read(&f, 0, 3).unwrap();
     let first = fs.getattr(&f).unwrap().atime;
     std::thread::sleep(std::time::Duration::from_millis(5));
@@ -117,21 +117,63 @@ fn posix_acl_xattrs_are_refused() {
     assert_eq!(fs.list_xattr(&f).unwrap(), vec![b"user.x".to_vec()]);
 }
 
-/// generic/683-685: fallocate by an unprivileged caller clears set-user-ID
-/// and set-group-ID, as a write does; a privileged one keeps them.
+/// generic/683-685 (and 355 for writes): a modification by an
+/// unprivileged caller clears set-user-ID, and set-group-ID when the file
+/// is group-executable or the caller is outside the file's group (Linux
+/// 6.2+); a privileged caller keeps both.
 #[test]
-fn unprivileged_fallocate_clears_suid_and_sgid() {
+fn unprivileged_modification_clears_suid_and_sgid() {
     let dev = Arc::new(MemDevice::new(64 << 20));
     let fs = Fs::mkfs(Box::new(Arc::clone(&dev)), small_config(), 0, 0).unwrap();
     let f = file(&fs, "f");
-    let mode_of = |fs: &Fs| fs.getattr(&f).unwrap().perm & 0o7777;
-    let set = wodfs_fs::SetAttr {
-        mode: Some(0o6755),
-        ..Default::default()
+    let gid = fs.getattr(&f).unwrap().gid;
+    let member = KillPriv::Caller { pid: 0, fsgid: gid };
+    let outsider = KillPriv::Caller {
+        pid: 0,
+        fsgid: gid + 1,
     };
-    fs.setattr(&f, &set).unwrap();
-    fs.fallocate_as(&f, 0, 4096, 0, false).unwrap();
-    assert_eq!(mode_of(&fs), 0o6755);
-    fs.fallocate_as(&f, 0, 8192, 0, true).unwrap();
-    assert_eq!(mode_of(&fs), 0o0755);
+    let mode_of = |fs: &Fs| fs.getattr(&f).unwrap().perm & 0o7777;
+    let chmod = |mode| {
+        let set = wodfs_fs::SetAttr {
+            mode: Some(mode),
+            ..Default::default()
+        };
+        fs.setattr(&f, &set).unwrap();
+    };
+    type Modify<'a> = Box<dyn Fn(KillPriv) + 'a>;
+    let modifications: [(&str, Modify); 3] = [
+        (
+            "fallocate",
+            Box::new(|k| drop(fs.fallocate_as(&f, 0, 8192, 0, k).unwrap())),
+        ),
+        (
+            "write",
+            Box::new(|k| drop(fs.write(&f, 0, b"x", k).unwrap())),
+        ),
+        (
+            "truncate",
+            Box::new(|k| {
+                let set = wodfs_fs::SetAttr {
+                    size: Some(1),
+                    kill_priv: k,
+                    ..Default::default()
+                };
+                fs.setattr(&f, &set).unwrap();
+            }),
+        ),
+    ];
+    for (what, modify) in &modifications {
+        for (mode, by, expect) in [
+            (0o6755, KillPriv::Keep, 0o6755),
+            (0o6755, member, 0o755),
+            (0o6666, member, 0o2666),
+            (0o6666, outsider, 0o666),
+            (0o6766, outsider, 0o766),
+            (0o2676, member, 0o676),
+        ] {
+            chmod(mode);
+            modify(by);
+            assert_eq!(mode_of(&fs), expect, "{what} of {mode:o} by {by:?}");
+        }
+    }
 }

@@ -8,7 +8,9 @@
 //! Mount-wide choices (see `README.md` of this crate for measurements and
 //! `docs/fuse.md` for every request the kernel is asked to spare):
 //! * INIT flags: readdirplus (auto), parallel dirops, handle_killpriv_v2
-//!   (we clear set-user-ID/set-group-ID on write, chown and truncate),
+//!   (we clear set-user-ID/set-group-ID on write, fallocate,
+//!   copy_file_range, chown and truncate, as Linux 6.2+ does, and tell the
+//!   kernel when a request that replies without attributes did so),
 //!   cache_symlinks. The
 //!   writeback cache is off unless asked for (`-o writeback`): with it, a
 //!   small write into a cold page makes the kernel read the page first,
@@ -42,6 +44,7 @@
 
 mod adapter;
 mod convert;
+mod notify;
 pub mod pending;
 pub mod readahead;
 mod serve;

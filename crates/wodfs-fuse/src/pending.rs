@@ -6,6 +6,8 @@
 //! * At most one pending run per inode: bytes `[offset, offset + len)` not
 //!   yet handed to the core, at the location the file had when they were
 //!   written; all runs together hold at most about [`PENDING_BYTES_MAX`].
+//!   A run may be empty: the continuation of a stream whose bytes so far
+//!   are written.
 //! * Every request other than WRITE and FORGET flushes all pending runs
 //!   before it does anything, so no request ever observes a state without
 //!   them (sizes, contents, renames that change a location).
@@ -18,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use wodfs_fs::{Fs, FsError, FsResult, Loc};
+use wodfs_fs::{Attr, Fs, FsError, FsResult, KillPriv, Loc};
 
 use crate::adapter::RequestCounters;
 
@@ -34,7 +36,19 @@ struct Run {
     loc: Loc,
     offset: u64,
     data: Vec<u8>,
-    kill_priv: bool,
+    kill_priv: KillPriv,
+}
+
+impl Run {
+    /// A run with nothing gathered yet, continued by a write at `offset`.
+    fn empty(loc: Loc, offset: u64, kill_priv: KillPriv) -> Run {
+        Run {
+            loc,
+            offset,
+            data: Vec::new(),
+            kill_priv,
+        }
+    }
 }
 
 /// Pending runs by inode, and errors of failed flushes.
@@ -55,7 +69,9 @@ impl PendingWrites {
     }
 
     /// Takes a WRITE: appends it to the inode's run if it continues it,
-    /// otherwise writes the old run and starts a new one.
+    /// otherwise writes the old run and starts a new one. Returns whether
+    /// the write cleared set-user-ID or set-group-ID, which leaves the
+    /// kernel's cached mode stale.
     pub fn write(
         &self,
         fs: &Fs,
@@ -63,8 +79,8 @@ impl PendingWrites {
         loc: Loc,
         offset: u64,
         data: &[u8],
-        kill_priv: bool,
-    ) -> FsResult<()> {
+        kill_priv: KillPriv,
+    ) -> FsResult<bool> {
         let mut runs = self.runs.lock();
         if let Some(run) = runs.get_mut(&ino) {
             let continues = run.loc == loc
@@ -74,17 +90,33 @@ impl PendingWrites {
             if continues {
                 run.data.extend_from_slice(data);
                 if run.data.len() == COALESCE_BYTES {
-                    let run = runs.remove(&ino).expect("present");
-                    return self.write_run(fs, &run);
+                    // The run stays, empty, for the rest of the stream.
+                    let full = std::mem::take(&mut run.data);
+                    let at = run.offset;
+                    run.offset += full.len() as u64;
+                    return self
+                        .write_run(fs, &loc, at, &full, kill_priv)
+                        .map(|_| false);
                 }
-                return Ok(());
+                return Ok(false);
             }
             let old = runs.remove(&ino).expect("present");
-            self.write_run(fs, &old)?;
+            self.write_run(fs, &old.loc, old.offset, &old.data, old.kill_priv)?;
+        }
+        if kill_priv != KillPriv::Keep {
+            // The first write of an unprivileged run is the one that can
+            // clear privileges: it is written now, so the caller can tell
+            // the kernel, and the run continues after it, empty.
+            let before = fs.getattr(&loc)?.perm;
+            let after = self.write_run(fs, &loc, offset, data, kill_priv)?.perm;
+            let end = offset + data.len() as u64;
+            runs.insert(ino, Run::empty(loc, end, kill_priv));
+            return Ok(after != before);
         }
         if data.len() >= COALESCE_BYTES / 2 {
-            self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-            return fs.write(&loc, offset, data, kill_priv).map(|_| ());
+            return self
+                .write_run(fs, &loc, offset, data, kill_priv)
+                .map(|_| false);
         }
         runs.insert(
             ino,
@@ -100,7 +132,7 @@ impl PendingWrites {
             drop(runs);
             self.flush_all(fs);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Writes every pending run (errors are kept per inode).
@@ -109,8 +141,8 @@ impl PendingWrites {
         if runs.is_empty() {
             return;
         }
-        for (ino, run) in runs.drain() {
-            if let Err(e) = self.write_run(fs, &run) {
+        for (ino, run) in runs.drain().filter(|(_, run)| !run.data.is_empty()) {
+            if let Err(e) = self.write_run(fs, &run.loc, run.offset, &run.data, run.kill_priv) {
                 log::error!("deferred write of inode {ino} failed: {e}");
                 self.errors.lock().insert(ino, e.errno());
             }
@@ -127,9 +159,15 @@ impl PendingWrites {
         }
     }
 
-    fn write_run(&self, fs: &Fs, run: &Run) -> FsResult<()> {
+    fn write_run(
+        &self,
+        fs: &Fs,
+        loc: &Loc,
+        offset: u64,
+        data: &[u8],
+        kill_priv: KillPriv,
+    ) -> FsResult<Attr> {
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        fs.write(&run.loc, run.offset, &run.data, run.kill_priv)
-            .map(|_| ())
+        fs.write(loc, offset, data, kill_priv)
     }
 }

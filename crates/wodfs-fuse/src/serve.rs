@@ -15,6 +15,7 @@ use wodfs_engine::BackgroundConfig;
 use wodfs_fs::Fs;
 
 use crate::adapter::{AdapterOptions, RequestCounters, WodFuse};
+use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
 
 /// How to mount.
@@ -102,15 +103,18 @@ pub fn serve(
     ready: impl FnOnce(),
 ) -> io::Result<()> {
     let pending = Arc::new(PendingWrites::new(Arc::clone(&opts.counters)));
+    let kernel = KernelNotifier::default();
     let adapter = WodFuse::new(
         Arc::clone(&fs),
         AdapterOptions {
             writeback_cache: opts.writeback_cache,
             counters: Arc::clone(&opts.counters),
+            kernel: kernel.clone(),
         },
         Arc::clone(&pending),
     );
     let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
+    kernel.connect(session.notifier());
     let ra_mount = mountpoint.to_path_buf();
     // Runs once the request loop below has answered INIT.
     let readahead = thread::Builder::new()

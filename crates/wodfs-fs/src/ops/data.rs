@@ -9,10 +9,11 @@
 
 use wodfs_engine::Op;
 
-use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
+use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
 use crate::fs::{update_attr, Fs};
 use crate::loc::Loc;
+use crate::privs::KillPriv;
 
 /// Block size of file data.
 pub const BLOCK: u64 = 4096;
@@ -205,11 +206,17 @@ impl Fs {
         Ok(())
     }
 
-    /// Writes `data` at `offset`; `kill_priv` clears set-user-ID and
-    /// set-group-ID (a write by an unprivileged process). Returns the new
+    /// Writes `data` at `offset`; `kill_priv` says what the writer clears
+    /// of set-user-ID and set-group-ID. Returns the new
     /// attributes. A write larger than one log record is committed in
     /// several batches (POSIX promises no atomicity for it).
-    pub fn write(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
+    pub fn write(
+        &self,
+        loc: &Loc,
+        offset: u64,
+        data: &[u8],
+        kill_priv: KillPriv,
+    ) -> FsResult<Attr> {
         let end = offset.checked_add(data.len() as u64);
         if end.is_none_or(|e| e > FILE_BYTES_MAX) {
             return err(libc::EFBIG);
@@ -226,7 +233,13 @@ impl Fs {
         attr.map_or_else(|| self.getattr(loc), Ok)
     }
 
-    fn write_batch(&self, loc: &Loc, offset: u64, data: &[u8], kill_priv: bool) -> FsResult<Attr> {
+    fn write_batch(
+        &self,
+        loc: &Loc,
+        offset: u64,
+        data: &[u8],
+        kill_priv: KillPriv,
+    ) -> FsResult<Attr> {
         let g = self.lock();
         let old = file_attr(self, loc)?;
         if data.is_empty() {
@@ -239,9 +252,7 @@ impl Fs {
         let now = Timespec::now();
         attr.mtime = now;
         attr.ctime = now;
-        if kill_priv {
-            attr.perm = kill_suid_sgid(attr.perm);
-        }
+        attr.perm = kill_priv.apply(attr.perm, attr.gid);
         update_attr(loc, &old, &attr, &mut ops);
         g.write_owned(ops)?;
         Ok(attr)
@@ -255,11 +266,11 @@ impl Fs {
     /// checked, not held (there are no reservations), and holes inside the
     /// file are not counted.
     pub fn fallocate(&self, loc: &Loc, offset: u64, len: u64, mode: i32) -> FsResult<Attr> {
-        self.fallocate_as(loc, offset, len, mode, false)
+        self.fallocate_as(loc, offset, len, mode, KillPriv::Keep)
     }
 
     /// [`Fs::fallocate`] by a caller that may not keep set-user-ID and
-    /// set-group-ID: `kill_priv` clears them, as a write does (an
+    /// set-group-ID: `kill_priv` clears them as a write does (an
     /// unprivileged fallocate modifies the file; xfstests generic/683-685).
     pub fn fallocate_as(
         &self,
@@ -267,7 +278,7 @@ impl Fs {
         offset: u64,
         len: u64,
         mode: i32,
-        kill_priv: bool,
+        kill_priv: KillPriv,
     ) -> FsResult<Attr> {
         use falloc::*;
         if mode & !(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE) != 0 {
@@ -303,9 +314,7 @@ impl Fs {
             attr.mtime = now;
         }
         attr.ctime = now;
-        if kill_priv {
-            attr.perm = kill_suid_sgid(attr.perm);
-        }
+        attr.perm = kill_priv.apply(attr.perm, attr.gid);
         update_attr(loc, &old, &attr, &mut ops);
         g.write(&ops)?;
         Ok(attr)
@@ -340,8 +349,9 @@ impl Fs {
     }
 
     /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`
-    /// (`copy_file_range`; a plain copy until clones exist). Returns the
-    /// bytes copied.
+    /// (`copy_file_range`; a plain copy until clones exist), clearing
+    /// what `kill_priv` says of `dst`'s set-user-ID and set-group-ID, as
+    /// a write does. Returns the bytes copied.
     pub fn copy_range(
         &self,
         src: &Loc,
@@ -349,6 +359,7 @@ impl Fs {
         dst: &Loc,
         dst_off: u64,
         len: u64,
+        kill_priv: KillPriv,
     ) -> FsResult<u64> {
         const CHUNK: u64 = 1 << 20;
         let mut done = 0;
@@ -358,7 +369,7 @@ impl Fs {
             if bytes.is_empty() {
                 break;
             }
-            self.write(dst, dst_off + done, &bytes, false)?;
+            self.write(dst, dst_off + done, &bytes, kill_priv)?;
             done += bytes.len() as u64;
             if bytes.len() < n {
                 break;

@@ -1,7 +1,7 @@
 //! setattr: chmod, chown, utimens, truncate, in one batch per call.
 
 use super::data::{resize_ops, FILE_BYTES_MAX};
-use crate::attr::{kill_suid_sgid, Attr, Kind, Timespec};
+use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
 use crate::fs::{update_attr, Fs};
 use crate::loc::Loc;
@@ -32,8 +32,9 @@ pub struct SetAttr {
     pub mtime: Option<SetTime>,
     /// New change time.
     pub ctime: Option<Timespec>,
-    /// Clear set-user-ID/set-group-ID on truncate (unprivileged caller).
-    pub kill_priv: bool,
+    /// Who truncates or chowns, for what that clears of set-user-ID and
+    /// set-group-ID.
+    pub kill_priv: crate::KillPriv,
 }
 
 impl Fs {
@@ -61,16 +62,14 @@ impl Fs {
             a.size = size;
             a.mtime = now;
             a.ctime = now;
-            if set.kill_priv {
-                a.perm = kill_suid_sgid(a.perm);
-            }
+            a.perm = set.kill_priv.apply(a.perm, a.gid);
         }
         if set.uid.is_some() || set.gid.is_some() {
+            if a.kind != Kind::Dir {
+                a.perm = set.kill_priv.apply_chown(a.perm, a.gid);
+            }
             a.uid = set.uid.unwrap_or(a.uid);
             a.gid = set.gid.unwrap_or(a.gid);
-            if a.kind != Kind::Dir {
-                a.perm = kill_suid_sgid(a.perm);
-            }
             a.ctime = now;
         }
         if let Some(mode) = set.mode {

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use wodfs_device::{Device, MemDevice};
 use wodfs_engine::Config;
-use wodfs_fs::{Fs, FsOptions, FsPath, Kind, Loc, NewNode, RenameMode, SetAttr, XattrSet};
+use wodfs_fs::{
+    Fs, FsOptions, FsPath, KillPriv, Kind, Loc, NewNode, RenameMode, SetAttr, XattrSet,
+};
 use wodfs_schema::model::{self, Namespace, XattrMode};
 
 /// A small engine configuration, so short tests still build a tree of
@@ -159,7 +161,9 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
         }
         FsOp::Write(s, off, data) => {
             let loc = data_loc(fs, &p(s))?;
-            fs.write(&loc, *off, data, false).map(|_| ()).map_err(code)
+            fs.write(&loc, *off, data, KillPriv::Keep)
+                .map(|_| ())
+                .map_err(code)
         }
         FsOp::Truncate(s, len) => {
             let loc = data_loc(fs, &p(s))?;

@@ -56,7 +56,7 @@ impl WodFuse {
                 atime: atime.map(set_time),
                 mtime: mtime.map(set_time),
                 ctime: ctime.map(Into::into),
-                kill_priv: req.uid() != 0,
+                kill_priv: modifier(req),
             };
             let r = self.loc(ino).and_then(|l| self.fs.setattr(&l, &set));
             reply_attr(reply, r);

@@ -45,7 +45,7 @@ impl WodFuse {
 
     pub(super) fn do_write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -60,7 +60,14 @@ impl WodFuse {
         c.write_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         guarded("write", || {
-            let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+            let kill = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                KillPriv::Caller {
+                    pid: req.pid(),
+                    fsgid: req.gid(),
+                }
+            } else {
+                KillPriv::Keep
+            };
             let end = offset.checked_add(data.len() as u64);
             if end.is_none_or(|e| e > wodfs_fs::FILE_BYTES_MAX) {
                 return reply.error(Errno::EFBIG);
@@ -69,7 +76,12 @@ impl WodFuse {
                 .loc(ino)
                 .and_then(|l| self.pending.write(&self.fs, ino.0, l, offset, data, kill))
             {
-                Ok(_) => reply.written(data.len() as u32),
+                Ok(cleared_privs) => {
+                    if cleared_privs {
+                        self.opts.kernel.attributes_changed(ino.0);
+                    }
+                    reply.written(data.len() as u32)
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         });
@@ -132,13 +144,13 @@ impl WodFuse {
     ) {
         guarded("fallocate", || {
             self.pending.flush_all(&self.fs);
+            let kill = modifier(req);
             let r = self
                 .loc(ino)
                 .and_then(|l| {
-                    // Root keeps set-user-ID/set-group-ID (CAP_FSETID), as
-                    // on a write.
-                    self.fs
-                        .fallocate_as(&l, offset, length, mode, req.uid() != 0)
+                    self.clearing_privs(ino, &l, kill, || {
+                        self.fs.fallocate_as(&l, offset, length, mode, kill)
+                    })
                 })
                 .map(|_| ());
             reply_empty(reply, r);
@@ -174,7 +186,7 @@ impl WodFuse {
 
     pub(super) fn do_copy_file_range(
         &self,
-        _req: &Request,
+        req: &Request,
         ino_in: INodeNo,
         _fh_in: FileHandle,
         offset_in: u64,
@@ -192,7 +204,11 @@ impl WodFuse {
                 let dst = self.loc(ino_out)?;
                 // Replies carry a 32-bit count; the kernel loops for more.
                 let len = len.min(1 << 30);
-                self.fs.copy_range(&src, offset_in, &dst, offset_out, len)
+                let kill = modifier(req);
+                self.clearing_privs(ino_out, &dst, kill, || {
+                    self.fs
+                        .copy_range(&src, offset_in, &dst, offset_out, len, kill)
+                })
             })();
             match r {
                 Ok(n) => reply.written(n as u32),

@@ -23,10 +23,12 @@ use fuser::{
 };
 use parking_lot::Mutex;
 use wodfs_fs::{
-    Attr, Fs, FsError, FsPath, FsResult, Kind, Loc, NewNode, RenameMode, Seek, SetAttr, XattrSet,
+    Attr, Fs, FsError, FsPath, FsResult, KillPriv, Kind, Loc, NewNode, RenameMode, Seek, SetAttr,
+    XattrSet,
 };
 
 use crate::convert::{errno, file_attr, file_type, guarded, negative_attr, set_time, TTL};
+use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
 use crate::table::InodeTable;
 use crate::WODFS_IOC_SYNC;
@@ -47,6 +49,8 @@ pub struct AdapterOptions {
     pub writeback_cache: bool,
     /// Request counters to update (shared with whoever wants to read them).
     pub counters: Arc<RequestCounters>,
+    /// The session's notifier, connected once the session exists.
+    pub kernel: KernelNotifier,
 }
 
 /// Counts of requests the adapter served, for tests and `stat`.
@@ -186,6 +190,28 @@ impl WodFuse {
         Ok(out)
     }
 
+    /// Runs `modify`, a change of the file at `loc` by `kill`'s caller
+    /// that is answered without attributes, and tells the kernel to drop
+    /// its cached attributes of `ino` if the change cleared set-user-ID or
+    /// set-group-ID.
+    fn clearing_privs<T>(
+        &self,
+        ino: INodeNo,
+        loc: &Loc,
+        kill: KillPriv,
+        modify: impl FnOnce() -> FsResult<T>,
+    ) -> FsResult<T> {
+        if kill == KillPriv::Keep {
+            return modify();
+        }
+        let before = self.fs.getattr(loc)?.perm;
+        let out = modify()?;
+        if self.fs.getattr(loc)?.perm != before {
+            self.opts.kernel.attributes_changed(ino.0);
+        }
+        Ok(out)
+    }
+
     /// Flags of every file OPEN and CREATE reply.
     /// * `KEEP_CACHE`: only this daemon changes files, and every change
     ///   passes through the kernel (which invalidates what it changes), so
@@ -224,6 +250,20 @@ fn reply_attr(reply: ReplyAttr, r: FsResult<Attr>) {
     match r {
         Ok(a) => reply.attr(&TTL, &file_attr(&a)),
         Err(e) => reply.error(errno(&e)),
+    }
+}
+
+/// Who modifies a file, as far as set-user-ID and set-group-ID go. FUSE
+/// passes no capabilities: root counts as holding CAP_FSETID, anyone else
+/// as not (the kernel itself decides for WRITE, with a flag).
+fn modifier(req: &Request) -> KillPriv {
+    if req.uid() == 0 {
+        KillPriv::Keep
+    } else {
+        KillPriv::Caller {
+            pid: req.pid(),
+            fsgid: req.gid(),
+        }
     }
 }
 
