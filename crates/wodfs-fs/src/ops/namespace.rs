@@ -144,7 +144,10 @@ impl Fs {
         }
         let now = Timespec::now();
         let mut a = attr.clone();
-        a.nlink += 1;
+        let Some(nlink) = a.nlink.checked_add(1) else {
+            return err(libc::EMLINK);
+        };
+        a.nlink = nlink;
         a.ctime = now;
         let mut ops = Vec::new();
         if let Loc::Path(p) = &loc {
