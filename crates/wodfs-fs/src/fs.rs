@@ -15,6 +15,7 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use wodfs_device::Device;
@@ -26,6 +27,7 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::FsPath;
 
 use crate::attr::{Attr, Kind, Timespec};
+use crate::back_pressure::BackPressure;
 use crate::error::{err, FsError, FsResult};
 use crate::loc::Loc;
 
@@ -91,6 +93,7 @@ struct Inner {
 pub struct Fs {
     pub(crate) tree: Tree,
     ns: Mutex<()>,
+    pub(crate) back_pressure: Arc<BackPressure>,
     inner: Mutex<Inner>,
     pub(crate) opts: FsOptions,
 }
@@ -99,10 +102,13 @@ pub struct Fs {
 /// under the lock. Batches written through it leave the engine's
 /// back-pressure step ([`Tree::catch_up`]) until the lock is released, so
 /// a writer that outruns the background threads waits for them alone,
-/// not with every other request behind it.
+/// not with every other request behind it; with a
+/// [`crate::BackPressureWorker`] the writer does not wait either (see
+/// `back_pressure`).
 pub(crate) struct Guard<'a> {
     lock: Option<MutexGuard<'a, ()>>,
     tree: &'a Tree,
+    back_pressure: &'a BackPressure,
     owed: Cell<Option<CatchUp>>,
 }
 
@@ -131,11 +137,7 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         self.lock = None;
         if let Some(owed) = self.owed.take() {
-            // The operation is applied and logged, and an engine error
-            // here is sticky: the next operation reports it.
-            if let Err(e) = self.tree.catch_up(owed) {
-                log::error!("catching up with the background threads: {e}");
-            }
+            self.back_pressure.pay(self.tree, owed);
         }
     }
 }
@@ -189,6 +191,7 @@ impl Fs {
         let fs = Fs {
             tree,
             ns: Mutex::new(()),
+            back_pressure: Arc::default(),
             inner: Mutex::new(Inner {
                 next_ino,
                 ..Inner::default()
@@ -256,9 +259,11 @@ impl Fs {
     }
 
     pub(crate) fn lock(&self) -> Guard<'_> {
+        self.back_pressure.settle_debt();
         Guard {
             lock: Some(self.ns.lock()),
             tree: &self.tree,
+            back_pressure: &self.back_pressure,
             owed: Cell::new(None),
         }
     }

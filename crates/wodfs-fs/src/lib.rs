@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod attr;
+mod back_pressure;
 mod error;
 mod fs;
 mod fsck;
@@ -39,6 +40,7 @@ mod ops;
 mod privs;
 
 pub use attr::{Attr, Kind, Timespec, ATTR_VERSION, FLAG_LINKED};
+pub use back_pressure::BackPressureWorker;
 pub use error::{FsError, FsResult};
 pub use fs::{Fs, FsOptions, ROOT_INO};
 pub use fsck::FsckReport;

@@ -147,9 +147,13 @@ pub fn serve(
         checkpoint_every: Duration::from_secs(opts.checkpoint_secs.max(1)),
         ..BackgroundConfig::default()
     });
+    // Writers' back-pressure is paid on its own thread, so the request
+    // thread is never stopped for long (`wodfs_fs::BackPressureWorker`).
+    let back_pressure = fs.start_back_pressure_worker();
     let served = session.run();
     let _ = readahead.join();
     pending.flush_all(&fs);
+    back_pressure.stop();
     signals_handle.close();
     let _ = watcher.join();
     if let Err(e) = background.stop() {

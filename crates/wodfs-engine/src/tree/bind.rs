@@ -36,6 +36,38 @@ enum Located {
     Obsolete,
 }
 
+/// The first pass's answers by insert `(lsn, op)`, indexed before the
+/// locked pass takes the lock.
+#[derive(Default)]
+pub(crate) struct Prepared(std::collections::HashMap<(u64, u32), (BlockNum, u64)>);
+
+impl Prepared {
+    pub fn new(found: &[Found]) -> Prepared {
+        Prepared(
+            found
+                .iter()
+                .map(|f| ((f.lsn, f.op), (f.block, f.version)))
+                .collect(),
+        )
+    }
+}
+
+/// Which pending inserts a binding pass binds.
+#[derive(Clone, Copy)]
+pub(crate) enum Which<'a> {
+    /// Every one (before a log flush: no unbound record may become
+    /// durable).
+    All,
+    /// Those whose keys the predicate accepts (before a range move, the
+    /// ones under its prefixes).
+    Keys(&'a dyn Fn(&[u8]) -> bool),
+    /// Those whose nodes the unlocked first pass found and wrote and that
+    /// have not changed since: binding them needs no lookup and no node
+    /// write, so the locked pass is short. Back-pressure binds these; the
+    /// rest wait for the next pass.
+    Prepared,
+}
+
 /// An answer of the first pass: the unbound insert `(lsn, op)` has its
 /// value in `block`, whose cache entry then had `version`.
 pub(crate) struct Found {
@@ -102,28 +134,41 @@ impl State {
         Ok(out)
     }
 
-    /// Binds every pending unbound insert: writes the nodes that hold them
-    /// (redirect-on-write, left cached and clean) and returns the binding
-    /// entries to log. `found` are answers of [`State::locate_unbound`]
-    /// whose nodes were written since: an insert whose node still has the
-    /// same version, now clean, is bound to it without looking again.
+    /// Binds pending unbound inserts (`which` of them): writes the nodes
+    /// that hold them (redirect-on-write, left cached and clean) and
+    /// returns the binding entries to log. `prepared` holds answers of
+    /// [`State::locate_unbound`] whose nodes were written since: an insert
+    /// whose node still has the same version, now clean, is bound to it
+    /// without looking again.
     ///
-    /// With `only`, just the inserts whose keys it accepts are bound; the
-    /// others stay pending, in order (a binding record may name any subset:
-    /// recovery matches bindings to inserts by LSN and op).
+    /// The inserts not bound stay pending, in order (a binding record may
+    /// name any subset: recovery matches bindings to inserts by LSN and
+    /// op).
     pub fn bind_pending(
         &mut self,
         env: Env<'_>,
         bind_lsn: u64,
-        found: &[Found],
-        only: Option<&dyn Fn(&[u8]) -> bool>,
+        prepared: &Prepared,
+        which: Which<'_>,
     ) -> Result<Vec<Binding>> {
+        let good = |st: &State, u: &Unbound| {
+            let &(block, version) = prepared.0.get(&(u.lsn, u.op))?;
+            let unchanged =
+                st.cache.version(block) == Some((version, false)) && !st.writing.contains(&block);
+            unchanged.then_some(block)
+        };
         let all = std::mem::take(&mut self.unbound);
-        let pending = match only {
-            None => all,
-            Some(accepts) => {
+        let pending = match which {
+            Which::All => all,
+            Which::Keys(accepts) => {
                 let (bind, keep): (Vec<Unbound>, Vec<Unbound>) =
                     all.into_iter().partition(|u| accepts(&u.key));
+                self.unbound = keep;
+                bind
+            }
+            Which::Prepared => {
+                let (bind, keep): (Vec<Unbound>, Vec<Unbound>) =
+                    all.into_iter().partition(|u| good(self, u).is_some());
                 self.unbound = keep;
                 bind
             }
@@ -131,18 +176,11 @@ impl State {
         let mut out = Vec::with_capacity(pending.len());
         let mut written: std::collections::HashMap<BlockNum, crate::table::Extent> =
             Default::default();
-        let known: std::collections::HashMap<(u64, u32), &Found> =
-            found.iter().map(|f| ((f.lsn, f.op), f)).collect();
         env.dev.annotate("bind.nodes");
         for u in pending {
-            let located = match known.get(&(u.lsn, u.op)) {
-                Some(f)
-                    if self.cache.version(f.block) == Some((f.version, false))
-                        && !self.writing.contains(&f.block) =>
-                {
-                    Located::Node(f.block)
-                }
-                _ => self.locate_value(env, &u.key)?,
+            let located = match good(self, &u) {
+                Some(block) => Located::Node(block),
+                None => self.locate_value(env, &u.key)?,
             };
             let target = match located {
                 Located::Obsolete => Target::Obsolete,
@@ -152,10 +190,10 @@ impl State {
                         None => {
                             let x = self.make_durable_in_place(env, b)?;
                             written.insert(b, x);
+                            self.table.bind(x.offset, bind_lsn);
                             x
                         }
                     };
-                    self.table.bind(x.offset, bind_lsn);
                     Target::Node {
                         block: b,
                         offset: x.offset,

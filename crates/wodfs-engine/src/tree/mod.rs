@@ -160,6 +160,13 @@ pub struct CatchUp {
 }
 
 impl CatchUp {
+    /// Whether paying it may wait for the background threads (to bind a
+    /// stream's inserts or to write back nodes); otherwise it only checks
+    /// the log buffer.
+    pub fn may_wait(&self) -> bool {
+        self.streamed || self.write_back_behind
+    }
+
     /// What two deferred writes owe together.
     pub fn and(self, other: CatchUp) -> CatchUp {
         CatchUp {
@@ -618,7 +625,8 @@ impl Tree {
                             .iter()
                             .any(|(from, to)| k.starts_with(from) || k.starts_with(to))
                     };
-                    self.append_bindings(&mut st, env, &[], Some(&touched))?;
+                    let none = bind::Prepared::default();
+                    self.append_bindings(&mut st, env, &none, bind::Which::Keys(&touched))?;
                 }
                 batch.apply(&mut st, env)?;
                 let (lsn, _) = log.position();
@@ -728,11 +736,11 @@ impl Tree {
         use std::sync::atomic::Ordering;
         self.check_poison()?;
         let env = self.env();
-        let found = self.prepare_bindings()?;
+        let prepared = bind::Prepared::new(&self.prepare_bindings()?);
         let (target, owed) = loop {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
-                let r = self.append_bindings(&mut st, env, &found, None);
+                let r = self.append_bindings(&mut st, env, &prepared, bind::Which::All);
                 self.poison(r)?;
             }
             // The bound nodes must be durable before the log bytes that
@@ -886,32 +894,35 @@ impl Tree {
         Ok(from)
     }
 
-    /// Binds the pending unbound inserts now (without flushing the log:
-    /// the next sync makes the binding records durable, after the device
-    /// sync of the nodes they name).
+    /// Binds pending unbound inserts now (without flushing the log: the
+    /// next sync makes the binding records durable, after the device sync
+    /// of the nodes they name): those the unlocked first pass prepared and
+    /// that are unchanged since, so the state lock is held only to name
+    /// them (`Which::Prepared`). What a stream added meanwhile, or changed
+    /// (the node it goes on in), waits for the next pass.
     pub(crate) fn bind_now(&self) -> Result<()> {
         self.check_poison()?;
         let env = self.env();
-        let found = self.prepare_bindings()?;
+        let prepared = bind::Prepared::new(&self.prepare_bindings()?);
         let mut st = self.shared.state.write();
         if st.unbound.is_empty() {
             return Ok(());
         }
-        let r = self.append_bindings(&mut st, env, &found, None);
+        let r = self.append_bindings(&mut st, env, &prepared, bind::Which::Prepared);
         self.poison(r)
     }
 
-    /// Binds every pending unbound insert (or those whose keys `only`
-    /// accepts) and appends the binding record.
+    /// Binds `which` pending unbound inserts and appends the binding
+    /// record.
     fn append_bindings(
         &self,
         st: &mut State,
         env: Env<'_>,
-        found: &[bind::Found],
-        only: Option<&dyn Fn(&[u8]) -> bool>,
+        prepared: &bind::Prepared,
+        which: bind::Which<'_>,
     ) -> Result<()> {
         let log = &self.shared.log;
-        let bindings = st.bind_pending(env, log.position().0, found, only)?;
+        let bindings = st.bind_pending(env, log.position().0, prepared, which)?;
         if bindings.is_empty() {
             return Ok(());
         }

@@ -1,0 +1,195 @@
+//! Back-pressure paid on a worker thread, off the request path.
+//!
+//! A writer that outruns the engine's background threads owes a catch-up
+//! ([`Tree::catch_up`]): binding a stream's inserts or waiting for node
+//! write-back, 100-200 ms at a time. Paid by the writer, it stops the
+//! daemon's request thread, and every request queued behind the WRITE
+//! (a `ls`, a create) waits as long (`bench/workloads/stall.py`).
+//!
+//! With a [`BackPressureWorker`] running, a catch-up that may wait is
+//! handed to the worker instead, and requests go on while it pays. A
+//! writer still cannot outrun the device by much: once
+//! [`BATCHES_WHILE_BUSY`] more catch-ups are handed over while the worker
+//! is busy, every operation waits for it, as writers did before.
+//!
+//! Measured with `bench/workloads/stall.py` (4 GiB streamed, a probe every
+//! 2 ms): the longest probe went from 146-258 ms to 97-118 ms and probes
+//! over 100 ms from 10-13 to 0-1, while p99 rose from 18-25 to 28-30 ms:
+//! binding passes now run beside the stream instead of in its place, and
+//! each still holds the engine's state lock (8-18 ms for the
+//! back-pressure pass, up to 67 ms for a sync's full pass). An earlier
+//! form also made every data write wait up to 5 ms for an idle worker: it
+//! slowed the stream and raised p99 to 45 ms without lowering the
+//! maximum.
+//!
+//! Without a worker (tests, `fsck`, the library used alone) the writer
+//! pays inline once it has released the namespace lock.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use wodfs_engine::{CatchUp, Tree};
+
+/// Catch-ups handed over while the worker is busy, past which operations
+/// wait for it in full (bounds what a stream adds while one is paid: each
+/// is at most one engine batch, 1 MiB for a stream).
+pub const BATCHES_WHILE_BUSY: u32 = 32;
+
+#[derive(Debug, Default)]
+struct Slot {
+    running: bool,
+    stop: bool,
+    /// Owed and not yet taken by the worker.
+    owed: Option<CatchUp>,
+    /// The worker is paying a catch-up.
+    busy: bool,
+    /// Catch-ups handed over since the worker last took the slot.
+    handed_while_busy: u32,
+}
+
+impl Slot {
+    fn idle(&self) -> bool {
+        !self.busy && self.owed.is_none()
+    }
+}
+
+/// Where catch-ups go: to the worker when one runs, else paid inline.
+#[derive(Debug, Default)]
+pub(crate) struct BackPressure {
+    slot: Mutex<Slot>,
+    cv: Condvar,
+}
+
+impl BackPressure {
+    /// Pays `owed` (the caller holds no lock): hands it to the worker if
+    /// one runs and it may wait, else pays it now.
+    pub(crate) fn pay(&self, tree: &Tree, owed: CatchUp) {
+        if owed.may_wait() {
+            let mut s = self.slot.lock();
+            if s.running {
+                if !s.idle() {
+                    s.handed_while_busy += 1;
+                }
+                s.owed = Some(s.owed.unwrap_or_default().and(owed));
+                self.cv.notify_all();
+                return;
+            }
+        }
+        // The operation is applied and logged, and an engine error here is
+        // sticky: the next operation reports it.
+        if let Err(e) = tree.catch_up(owed) {
+            log::error!("catching up with the background threads: {e}");
+        }
+    }
+
+    /// An operation's turn: it waits for the worker only once the worker
+    /// is [`BATCHES_WHILE_BUSY`] catch-ups behind, so neither a `ls` nor
+    /// the stream itself is slowed by one catch-up, and neither a stream
+    /// nor a flood of creates can outrun the device by more than that.
+    pub(crate) fn settle_debt(&self) {
+        let mut s = self.slot.lock();
+        while s.running && !s.idle() && s.handed_while_busy >= BATCHES_WHILE_BUSY {
+            self.cv.wait(&mut s);
+        }
+    }
+}
+
+/// The thread that pays handed-over catch-ups; stops (paying what is
+/// still owed) when dropped or [`BackPressureWorker::stop`]ped.
+#[derive(Debug)]
+pub struct BackPressureWorker {
+    shared: Arc<BackPressure>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl crate::Fs {
+    /// Starts the worker that pays this file system's back-pressure (see
+    /// the module `back_pressure`); a daemon starts it with the engine's
+    /// background threads. One at a time.
+    pub fn start_back_pressure_worker(&self) -> BackPressureWorker {
+        let shared = Arc::clone(&self.back_pressure);
+        {
+            let mut s = shared.slot.lock();
+            assert!(!s.running, "a back-pressure worker already runs");
+            *s = Slot {
+                running: true,
+                ..Slot::default()
+            };
+        }
+        let tree = self.tree.clone();
+        let bp = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("wodfs-back-pressure".into())
+            .spawn(move || {
+                // However the thread ends, nobody waits for it any more.
+                let _gone = Gone(Arc::clone(&bp));
+                pay_handed_over(&tree, &bp);
+            })
+            .expect("spawning the back-pressure worker");
+        BackPressureWorker {
+            shared,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// The worker's loop: pays what is handed over until told to stop.
+fn pay_handed_over(tree: &Tree, bp: &BackPressure) {
+    loop {
+        let owed = {
+            let mut s = bp.slot.lock();
+            s.busy = false;
+            bp.cv.notify_all();
+            while s.owed.is_none() && !s.stop {
+                bp.cv.wait(&mut s);
+            }
+            let Some(owed) = s.owed.take() else {
+                return;
+            };
+            s.busy = true;
+            s.handed_while_busy = 0;
+            owed
+        };
+        if let Err(e) = tree.catch_up(owed) {
+            log::error!("catching up with the background threads: {e}");
+        }
+    }
+}
+
+/// Marks the worker gone when its thread ends, even by a panic.
+struct Gone(Arc<BackPressure>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let mut s = self.0.slot.lock();
+        s.running = false;
+        s.busy = false;
+        self.0.cv.notify_all();
+    }
+}
+
+impl BackPressureWorker {
+    /// Pays what is owed, then stops the thread; later catch-ups are paid
+    /// inline again.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.shared.slot.lock().stop = true;
+        self.shared.cv.notify_all();
+        if thread.join().is_err() {
+            log::error!("the back-pressure worker panicked");
+        }
+    }
+}
+
+impl Drop for BackPressureWorker {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
