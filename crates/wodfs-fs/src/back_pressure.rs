@@ -13,8 +13,9 @@
 //! is busy, every operation waits for it, as writers did before.
 //!
 //! Measured with `bench/workloads/stall.py` (4 GiB streamed, a probe every
-//! 2 ms): the longest probe went from 146-258 ms to 97-118 ms and probes
-//! over 100 ms from 10-13 to 0-1, while p99 rose from 18-25 to 28-30 ms:
+//! 2 ms; four runs each): probes over 100 ms went from 10-13 to 0-2 and
+//! the longest probe from 146-258 ms to 97-206 ms (three of four under
+//! 120), while p99 rose from 18-25 to 28-35 ms:
 //! binding passes now run beside the stream instead of in its place, and
 //! each still holds the engine's state lock (8-18 ms for the
 //! back-pressure pass, up to 67 ms for a sync's full pass). An earlier
