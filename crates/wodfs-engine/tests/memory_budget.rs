@@ -86,9 +86,9 @@ fn run(background: bool) {
     let log_buffer = log_flush.min(cfg.log_bytes as usize * 3 / 4);
     let largest_batch = 12_000 * (16 + 100);
     // Unbound inserts pending a round of binding, ~200 bytes each with
-    // their binding records: 32,768, or twice as many when the background
+    // their binding records: 8,192, or twice as many when the background
     // thread is asked to bind them first.
-    let binding = if background { 2 } else { 1 } * 32_768 * 200;
+    let binding = if background { 2 } else { 1 } * 8_192 * 200;
     // A direct-I/O bounce buffer (1 MiB and a page) per thread that may
     // flush the log: this one, and the background and write-back threads.
     let bounce = if background { 3 } else { 1 } * ((1 << 20) + 4096);

@@ -15,7 +15,7 @@ use wodfs_fs::{Fs, KillPriv};
 const MIB: usize = 1 << 20;
 /// The engine asks for a binding round at this many unbound inserts and
 /// binds inline at twice as many (`UNBOUND_BIND_AT`).
-const BIND_ROUND: usize = 32 * 1024;
+const BIND_ROUND: usize = 8 * 1024;
 
 fn stream(fs: &Fs, name: &str, mib: usize) {
     let f = file(fs, name);

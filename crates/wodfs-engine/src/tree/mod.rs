@@ -63,7 +63,7 @@ pub struct Space {
 /// Unbound inserts at which a round of binding is asked for (the writer
 /// binds them itself at twice as many, or when no background thread
 /// runs).
-const UNBOUND_BIND_AT: usize = 32 * 1024;
+const UNBOUND_BIND_AT: usize = 8 * 1024;
 
 /// Most recently used dirty nodes a checkpoint leaves to its locked step.
 const CHECKPOINT_HOT_NODES: usize = 4;
