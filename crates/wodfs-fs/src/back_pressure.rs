@@ -8,34 +8,46 @@
 //!
 //! With a [`BackPressureWorker`] running, a catch-up that may wait is
 //! handed to the worker instead, and requests go on while it pays. A
-//! writer still cannot outrun the device by much: once
-//! [`BATCHES_WHILE_BUSY`] more catch-ups are handed over while the worker
-//! is busy, every operation waits for it, as writers did before.
+//! writer is still held to the device's pace, in small steps: once
+//! [`PACE_FROM`] catch-ups are handed over while the worker is busy, each
+//! data write waits up to [`PACE`] for it; only past
+//! [`BATCHES_WHILE_BUSY`] does every operation wait for the worker in
+//! full.
 //!
 //! Measured with `bench/workloads/stall.py` (4 GiB streamed, a probe every
-//! 2 ms; four runs each): probes over 100 ms went from 10-13 to 0-2 and
-//! the longest probe from 146-258 ms to 97-206 ms (three of four under
-//! 120), while p99 rose from 18-25 to 28-35 ms:
-//! binding passes now run beside the stream instead of in its place, and
-//! each still holds the engine's state lock (8-18 ms for the
-//! back-pressure pass, up to 67 ms for a sync's full pass). An earlier
-//! form also made every data write wait up to 5 ms for an idle worker: it
-//! slowed the stream and raised p99 to 45 ms without lowering the
-//! maximum.
+//! 2 ms): the writer paying inline gave a longest probe of 146-258 ms and
+//! 10-13 probes over 100 ms (eight runs). Handing catch-ups to the worker
+//! with only the full wait (at 32) gave 93-206 ms and 0-2: the stream ran
+//! 32 MiB ahead, then everything waited for one 80-170 ms catch-up.
+//! Pacing gives 47-62 ms and none, p99 21-24 ms, the stream at 555-560
+//! MiB/s as before. What remains is the engine's state lock, held by each
+//! binding pass (5-28 ms with rounds of 8,192 inserts). Pacing every data
+//! write while the worker is busy at all (not only past [`PACE_FROM`])
+//! slowed the stream and raised p99 to 45 ms.
 //!
 //! Without a worker (tests, `fsck`, the library used alone) the writer
 //! pays inline once it has released the namespace lock.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use wodfs_engine::{CatchUp, Tree};
 
-/// Catch-ups handed over while the worker is busy, past which operations
-/// wait for it in full (bounds what a stream adds while one is paid: each
-/// is at most one engine batch, 1 MiB for a stream).
-pub const BATCHES_WHILE_BUSY: u32 = 32;
+/// Catch-ups handed over while the worker is busy, past which each data
+/// write waits up to [`PACE`] for the worker to make progress: a stream
+/// that outruns binding is slowed a few milliseconds per batch, instead of
+/// running on until every request must wait for the worker at once.
+pub const PACE_FROM: u32 = 16;
+
+/// The longest a data write waits to be paced.
+pub const PACE: Duration = Duration::from_millis(5);
+
+/// Catch-ups handed over while the worker is busy, past which every
+/// operation waits for it in full (bounds what writers add while one is
+/// paid: each is at most one engine batch, 1 MiB for a stream).
+pub const BATCHES_WHILE_BUSY: u32 = 64;
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -81,6 +93,21 @@ impl BackPressure {
         // sticky: the next operation reports it.
         if let Err(e) = tree.catch_up(owed) {
             log::error!("catching up with the background threads: {e}");
+        }
+    }
+
+    /// A data write's pace: once the worker is [`PACE_FROM`] catch-ups
+    /// behind, wait up to [`PACE`] for it to take them (or finish).
+    pub(crate) fn pace_writer(&self) {
+        let mut s = self.slot.lock();
+        if !s.running || s.idle() || s.handed_while_busy < PACE_FROM {
+            return;
+        }
+        let deadline = Instant::now() + PACE;
+        while s.running && !s.idle() && s.handed_while_busy >= PACE_FROM {
+            if self.cv.wait_until(&mut s, deadline).timed_out() {
+                return;
+            }
         }
     }
 

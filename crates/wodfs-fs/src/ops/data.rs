@@ -240,6 +240,7 @@ impl Fs {
         data: &[u8],
         kill_priv: KillPriv,
     ) -> FsResult<Attr> {
+        self.back_pressure.pace_writer();
         let g = self.lock();
         let old = file_attr(self, loc)?;
         if data.is_empty() {
