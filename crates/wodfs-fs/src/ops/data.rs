@@ -207,9 +207,9 @@ impl Fs {
     }
 
     /// Writes `data` at `offset`; `kill_priv` says what the writer clears
-    /// of set-user-ID and set-group-ID. Returns the new
-    /// attributes. A write larger than one log record is committed in
-    /// several batches (POSIX promises no atomicity for it).
+    /// of set-user-ID and set-group-ID. Returns the new attributes. A
+    /// write larger than one log record is committed in several batches
+    /// (POSIX promises no atomicity for it).
     pub fn write(
         &self,
         loc: &Loc,
