@@ -24,9 +24,8 @@
 //! 16.6 ms and max 42.7 ms against nullfs's 23.1 and 49.0 (FUSE's own
 //! floor under a streaming write). What remains is the engine's state
 //! lock, held by each binding pass (5-28 ms with rounds of 8,192
-//! inserts). Pacing every data
-//! write while the worker is busy at all (not only past [`PACE_FROM`])
-//! slowed the stream and raised p99 to 45 ms.
+//! inserts). Pacing every data write while the worker is busy at all (not
+//! only past [`PACE_FROM`]) slowed the stream and raised p99 to 45 ms.
 //!
 //! Without a worker (tests, `fsck`, the library used alone) the writer
 //! pays inline once it has released the namespace lock.
