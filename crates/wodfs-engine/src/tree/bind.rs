@@ -157,28 +157,29 @@ impl State {
                 st.cache.version(block) == Some((version, false)) && !st.writing.contains(&block);
             unchanged.then_some(block)
         };
+        // Each insert is checked against its prepared answer once: that
+        // check both picks the inserts to bind and locates them.
         let all = std::mem::take(&mut self.unbound);
-        let pending = match which {
-            Which::All => all,
-            Which::Keys(accepts) => {
-                let (bind, keep): (Vec<Unbound>, Vec<Unbound>) =
-                    all.into_iter().partition(|u| accepts(&u.key));
-                self.unbound = keep;
-                bind
+        let mut pending = Vec::with_capacity(all.len());
+        for u in all {
+            let at = good(self, &u);
+            let bind = match which {
+                Which::All => true,
+                Which::Keys(accepts) => accepts(&u.key),
+                Which::Prepared => at.is_some(),
+            };
+            if bind {
+                pending.push((u, at));
+            } else {
+                self.unbound.push(u);
             }
-            Which::Prepared => {
-                let (bind, keep): (Vec<Unbound>, Vec<Unbound>) =
-                    all.into_iter().partition(|u| good(self, u).is_some());
-                self.unbound = keep;
-                bind
-            }
-        };
+        }
         let mut out = Vec::with_capacity(pending.len());
         let mut written: std::collections::HashMap<BlockNum, crate::table::Extent> =
             Default::default();
         env.dev.annotate("bind.nodes");
-        for u in pending {
-            let located = match good(self, &u) {
+        for (u, at) in pending {
+            let located = match at {
                 Some(block) => Located::Node(block),
                 None => self.locate_value(env, &u.key)?,
             };

@@ -247,13 +247,13 @@ impl Cache {
         self.take(b);
     }
 
-    /// Block numbers of dirty nodes, in order: a checkpoint must place
-    /// nodes the same way every run, so a seed reproduces a crash exactly.
     /// How many cached nodes are dirty (no list built, nothing sorted).
     pub fn dirty_count(&self) -> usize {
         self.map.lock().values().filter(|e| e.dirty).count()
     }
 
+    /// Block numbers of dirty nodes, in order: a checkpoint must place
+    /// nodes the same way every run, so a seed reproduces a crash exactly.
     pub fn dirty_blocks(&self) -> Vec<BlockNum> {
         let mut v: Vec<BlockNum> = self
             .map
