@@ -129,8 +129,12 @@ impl BlockTable {
             .filter_map(|(i, e)| e.as_ref().map(|e| (i as BlockNum, e)))
     }
 
+    /// Block numbers in use. O(1): every empty slot but the reserved
+    /// zero is in `free_nums` (admission asks this once per batch).
     pub fn live_blocks(&self) -> usize {
-        self.entries.iter().filter(|e| e.is_some()).count()
+        let live = self.entries.len() - 1 - self.free_nums.len();
+        debug_assert_eq!(live, self.entries.iter().filter(|e| e.is_some()).count());
+        live
     }
 
     /// A new block number with reference count 1 and no place on disk yet.

@@ -27,6 +27,7 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::FsPath;
 
 use crate::attr::{Attr, Kind, Timespec};
+use crate::attr_cache::{AttrCache, Lookup};
 use crate::back_pressure::BackPressure;
 use crate::error::{err, FsError, FsResult};
 use crate::loc::Loc;
@@ -93,6 +94,8 @@ struct Inner {
 pub struct Fs {
     pub(crate) tree: Tree,
     ns: Mutex<()>,
+    /// Attribute records read or written lately (see `attr_cache`).
+    attrs: AttrCache,
     pub(crate) back_pressure: Arc<BackPressure>,
     inner: Mutex<Inner>,
     pub(crate) opts: FsOptions,
@@ -108,6 +111,7 @@ pub struct Fs {
 pub(crate) struct Guard<'a> {
     lock: Option<MutexGuard<'a, ()>>,
     tree: &'a Tree,
+    attrs: &'a AttrCache,
     back_pressure: &'a BackPressure,
     owed: Cell<Option<CatchUp>>,
 }
@@ -115,15 +119,19 @@ pub(crate) struct Guard<'a> {
 impl Guard<'_> {
     /// Writes `ops` as one batch (see [`Tree::write`]).
     pub(crate) fn write(&self, ops: &[Op]) -> FsResult<()> {
-        let owed = self.tree.write_deferred(ops)?;
-        self.owe(owed);
+        let plan = AttrCache::plan(ops);
+        let written = self.tree.write_deferred(ops);
+        self.attrs.apply(plan, written.is_ok());
+        self.owe(written?);
         Ok(())
     }
 
     /// Writes `ops`, whose values move into the tree.
     pub(crate) fn write_owned(&self, ops: Vec<Op>) -> FsResult<()> {
-        let owed = self.tree.write_owned_deferred(ops)?;
-        self.owe(owed);
+        let plan = AttrCache::plan(&ops);
+        let written = self.tree.write_owned_deferred(ops);
+        self.attrs.apply(plan, written.is_ok());
+        self.owe(written?);
         Ok(())
     }
 
@@ -191,6 +199,7 @@ impl Fs {
         let fs = Fs {
             tree,
             ns: Mutex::new(()),
+            attrs: AttrCache::default(),
             back_pressure: Arc::default(),
             inner: Mutex::new(Inner {
                 next_ino,
@@ -254,6 +263,7 @@ impl Fs {
         }
         if !ops.is_empty() {
             self.tree.write(&ops)?;
+            self.attrs.clear();
         }
         Ok(())
     }
@@ -263,6 +273,7 @@ impl Fs {
         Guard {
             lock: Some(self.ns.lock()),
             tree: &self.tree,
+            attrs: &self.attrs,
             back_pressure: &self.back_pressure,
             owed: Cell::new(None),
         }
@@ -321,12 +332,49 @@ impl Fs {
         self.inner.lock().orphans.insert(ino);
     }
 
+    /// The attribute cache's generation, taken before a scan whose
+    /// records go to [`Fs::cache_attrs`].
+    pub(crate) fn attr_generation(&self) -> u64 {
+        self.attrs.generation()
+    }
+
+    /// Caches attribute records a scan read (see `attr_cache`).
+    pub(crate) fn cache_attrs(&self, generation: u64, records: Vec<(Vec<u8>, Attr)>) {
+        self.attrs.fill_many(generation, records);
+    }
+
+    /// Checks every cached attribute record against the tree (tests: a
+    /// batch that forgot to update the cache shows up here). Returns the
+    /// number of records checked.
+    #[doc(hidden)]
+    pub fn check_attr_cache(&self) -> FsResult<usize> {
+        let records = self.attrs.snapshot();
+        for (key, cached) in &records {
+            let stored = match self.tree.get(key)? {
+                Some(v) => Some(Attr::decode(&v)?),
+                None => None,
+            };
+            if &stored != cached {
+                return Err(FsError::Corrupt(format!(
+                    "attribute cache holds {cached:?} for key {key:x?}, the tree {stored:?}"
+                )));
+            }
+        }
+        Ok(records.len())
+    }
+
     /// The attributes stored under `key`, if any.
     pub(crate) fn get_attr(&self, key: &[u8]) -> FsResult<Option<Attr>> {
-        match self.tree.get(key)? {
-            Some(v) => Ok(Some(Attr::decode(&v)?)),
-            None => Ok(None),
-        }
+        let generation = match self.attrs.get(key) {
+            Lookup::Hit(attr) => return Ok(attr),
+            Lookup::Miss { generation } => generation,
+        };
+        let attr = match self.tree.get(key)? {
+            Some(v) => Some(Attr::decode(&v)?),
+            None => None,
+        };
+        self.attrs.fill(generation, key, attr.clone());
+        Ok(attr)
     }
 
     /// Attributes and location of the object at `path` (pointers followed).

@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod attr;
+mod attr_cache;
 mod back_pressure;
 mod error;
 mod fs;

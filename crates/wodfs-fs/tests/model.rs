@@ -19,8 +19,13 @@ fn run(ops: &[FsOp]) -> Result<(), TestCaseError> {
         let want = apply_model(&mut ns, op);
         let got = apply_fs(&mut fs, &dev, op);
         prop_assert_eq!(got, want, "op {} {:?}", i, op);
+        if let Err(e) = fs.check_attr_cache() {
+            prop_assert!(false, "after op {} {:?}: {}", i, op, e);
+        }
     }
     let seen = extract(&fs);
+    // The walk filled the attribute cache; it must agree with the tree.
+    prop_assert!(fs.check_attr_cache().expect("cache check") > 0);
     prop_assert!(
         seen == ns,
         "namespace differs: {:?}",

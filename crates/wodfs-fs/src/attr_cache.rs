@@ -1,0 +1,328 @@
+//! A cache of decoded attribute records, in front of the tree's point
+//! lookups.
+//!
+//! Most namespace operations read the same few records again and again:
+//! an unlink reads its directory (which the kernel has just asked for with
+//! GETATTR, because the previous unlink invalidated it) and writes it back
+//! with new times; a create reads its directory and looks for the new
+//! name. Each read is a root-to-leaf descent through buffers of long
+//! keys, a few microseconds; this cache answers it from one map.
+//!
+//! It holds attribute keys only (the `Meta` and `InodeMeta` spaces), both
+//! found (`Some`) and missing (`None`, so a create's check for the new
+//! name is free the next time).
+//!
+//! Coherence: every batch the file system writes passes through
+//! [`AttrCache::plan`] before and [`AttrCache::apply`] after the tree has
+//! taken it, which sets the records the batch inserts or deletes and
+//! forgets every cached key a range delete or range move reaches. A lookup
+//! that missed fills the cache only if no batch was applied since it
+//! started ([`AttrCache::generation`]): otherwise the value it read from
+//! the tree may be older than one the batch just cached. A failed batch
+//! clears the cache, since the tree may or may not hold it.
+
+use std::collections::BTreeMap;
+use std::ops::Bound::{Included, Unbounded};
+
+use parking_lot::Mutex;
+use wodfs_engine::Op;
+use wodfs_schema::key_codec::Space;
+
+use crate::attr::Attr;
+
+/// Records kept before the cache starts over. About 200 bytes each (key,
+/// record and map slot): a bounded 3 MiB beside the node cache.
+const CAPACITY: usize = 16_384;
+
+/// True for keys whose values are attribute records.
+fn is_attr_key(key: &[u8]) -> bool {
+    matches!(key.first(), Some(&t) if t == Space::Meta.tag() || t == Space::InodeMeta.tag())
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Bumped by every applied batch.
+    generation: u64,
+    map: BTreeMap<Vec<u8>, Option<Attr>>,
+}
+
+impl Inner {
+    fn put(&mut self, key: Vec<u8>, value: Option<Attr>) {
+        if self.map.len() >= CAPACITY && !self.map.contains_key(&key) {
+            // Starting over is cheaper than tracking recency, and the hot
+            // records (the directories being worked in) come back at once.
+            self.map.clear();
+        }
+        self.map.insert(key, value);
+    }
+
+    fn forget_range(&mut self, lo: &[u8], hi: &[u8]) {
+        let dead: Vec<Vec<u8>> = self
+            .map
+            .range::<[u8], _>((Included(lo), Unbounded))
+            .take_while(|(k, _)| k.as_slice() < hi)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in dead {
+            self.map.remove(&k);
+        }
+    }
+
+    fn forget_prefix(&mut self, prefix: &[u8]) {
+        let dead: Vec<Vec<u8>> = self
+            .map
+            .range::<[u8], _>((Included(prefix), Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in dead {
+            self.map.remove(&k);
+        }
+    }
+}
+
+/// What one batch does to attribute records, taken from its ops before
+/// the tree consumes them.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    changes: Vec<Change>,
+}
+
+#[derive(Debug)]
+enum Change {
+    /// The record is now this (`None`: deleted), or could not be decoded
+    /// (`Err`: forget it).
+    Set(Vec<u8>, Result<Option<Attr>, ()>),
+    ForgetRange(Vec<u8>, Vec<u8>),
+    ForgetPrefix(Vec<u8>),
+}
+
+/// The answer of [`AttrCache::get`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Cached: the record, or `None` if the key is known missing.
+    Hit(Option<Attr>),
+    /// Not cached; read the tree, then fill with this generation.
+    Miss { generation: u64 },
+}
+
+/// Decoded attribute records by key. `Send + Sync`.
+#[derive(Debug, Default)]
+pub(crate) struct AttrCache {
+    inner: Mutex<Inner>,
+}
+
+impl AttrCache {
+    /// The cached record of `key`, or the generation a lookup in the tree
+    /// must pass to [`AttrCache::fill`].
+    pub fn get(&self, key: &[u8]) -> Lookup {
+        let inner = self.inner.lock();
+        match inner.map.get(key) {
+            Some(attr) => Lookup::Hit(attr.clone()),
+            None => Lookup::Miss {
+                generation: inner.generation,
+            },
+        }
+    }
+
+    /// Caches what a lookup started at `generation` read, unless a batch
+    /// was applied since.
+    pub fn fill(&self, generation: u64, key: &[u8], value: Option<Attr>) {
+        let mut inner = self.inner.lock();
+        if inner.generation == generation && is_attr_key(key) {
+            inner.put(key.to_vec(), value);
+        }
+    }
+
+    /// Taken before a scan whose records go to [`AttrCache::fill_many`].
+    pub fn generation(&self) -> u64 {
+        self.inner.lock().generation
+    }
+
+    /// Caches records a scan started at `generation` read (a directory
+    /// listing: the names listed are usually acted on next).
+    pub fn fill_many(&self, generation: u64, records: Vec<(Vec<u8>, Attr)>) {
+        let mut inner = self.inner.lock();
+        if inner.generation != generation {
+            return;
+        }
+        for (key, attr) in records {
+            if is_attr_key(&key) {
+                inner.put(key, Some(attr));
+            }
+        }
+    }
+
+    /// What `ops` will do to cached records.
+    pub fn plan(ops: &[Op]) -> Plan {
+        let mut changes = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert { key, value } if is_attr_key(key) => {
+                    let attr = Attr::decode(value).map(Some).map_err(|_| ());
+                    changes.push(Change::Set(key.clone(), attr));
+                }
+                Op::Delete { key } if is_attr_key(key) => {
+                    changes.push(Change::Set(key.clone(), Ok(None)));
+                }
+                Op::Patch { key, .. } | Op::Truncate { key, .. } if is_attr_key(key) => {
+                    changes.push(Change::Set(key.clone(), Err(())));
+                }
+                Op::DeleteRange { lo, hi } => {
+                    changes.push(Change::ForgetRange(lo.clone(), hi.clone()));
+                }
+                Op::RangeMove { from, to } => {
+                    changes.push(Change::ForgetPrefix(from.clone()));
+                    changes.push(Change::ForgetPrefix(to.clone()));
+                }
+                Op::Insert { .. } | Op::Delete { .. } | Op::Patch { .. } | Op::Truncate { .. } => {}
+            }
+        }
+        Plan { changes }
+    }
+
+    /// Brings the cache up to date with a batch the tree has taken (`ok`)
+    /// or may have taken in part (`!ok`: the cache starts over).
+    pub fn apply(&self, plan: Plan, ok: bool) {
+        let mut inner = self.inner.lock();
+        inner.generation += 1;
+        if !ok {
+            inner.map.clear();
+            return;
+        }
+        for change in plan.changes {
+            match change {
+                Change::Set(key, Ok(value)) => inner.put(key, value),
+                Change::Set(key, Err(())) => {
+                    inner.map.remove(&key);
+                }
+                Change::ForgetRange(lo, hi) => inner.forget_range(&lo, &hi),
+                Change::ForgetPrefix(prefix) => inner.forget_prefix(&prefix),
+            }
+        }
+    }
+
+    /// Every cached record, for checking them against the tree.
+    pub fn snapshot(&self) -> Vec<(Vec<u8>, Option<Attr>)> {
+        let inner = self.inner.lock();
+        inner
+            .map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Forgets everything (a batch written around the cache).
+    pub fn clear(&self) {
+        let mut inner = self.inner.lock();
+        inner.generation += 1;
+        inner.map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attr::{Kind, Timespec};
+    use wodfs_schema::key_codec::{inode_meta_key, meta_key};
+    use wodfs_schema::FsPath;
+
+    fn generation(c: &AttrCache) -> u64 {
+        c.generation()
+    }
+
+    fn hit(c: &AttrCache, key: &[u8]) -> Option<Option<Attr>> {
+        match c.get(key) {
+            Lookup::Hit(a) => Some(a),
+            Lookup::Miss { .. } => None,
+        }
+    }
+
+    fn attr(ino: u64) -> Attr {
+        Attr::new(ino, Kind::File, 0o644, 0, 0, Timespec::default())
+    }
+
+    fn key(p: &str) -> Vec<u8> {
+        meta_key(&FsPath::parse(p.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn a_batch_sets_inserted_and_deleted_records() {
+        let c = AttrCache::default();
+        let ops = [
+            Op::Insert {
+                key: key("/a"),
+                value: attr(7).encode(),
+            },
+            Op::Delete { key: key("/b") },
+        ];
+        c.apply(AttrCache::plan(&ops), true);
+        assert_eq!(hit(&c, &key("/a")), Some(Some(attr(7))));
+        assert_eq!(hit(&c, &key("/b")), Some(None));
+        assert_eq!(hit(&c, &key("/c")), None);
+    }
+
+    #[test]
+    fn ranges_and_moves_forget_what_they_reach() {
+        let c = AttrCache::default();
+        for (i, p) in ["/d", "/d/x", "/d/y", "/e", "/f/z"].iter().enumerate() {
+            c.fill(generation(&c), &key(p), Some(attr(i as u64)));
+        }
+        c.fill(generation(&c), &inode_meta_key(9), Some(attr(9)));
+        let children = wodfs_schema::key_codec::children_range(
+            wodfs_schema::key_codec::PathSpace::Meta,
+            &FsPath::parse(b"/d").unwrap(),
+        );
+        let ops = [
+            Op::DeleteRange {
+                lo: children.start,
+                hi: children.end,
+            },
+            Op::RangeMove {
+                from: key("/f/z"),
+                to: key("/e"),
+            },
+        ];
+        c.apply(AttrCache::plan(&ops), true);
+        assert!(hit(&c, &key("/d")).is_some());
+        assert_eq!(hit(&c, &key("/d/x")), None);
+        assert_eq!(hit(&c, &key("/d/y")), None);
+        assert_eq!(hit(&c, &key("/e")), None);
+        assert_eq!(hit(&c, &key("/f/z")), None);
+        assert!(hit(&c, &inode_meta_key(9)).is_some());
+    }
+
+    #[test]
+    fn a_lookup_that_raced_a_batch_does_not_fill() {
+        let c = AttrCache::default();
+        let before = generation(&c);
+        let ops = [Op::Insert {
+            key: key("/a"),
+            value: attr(2).encode(),
+        }];
+        c.apply(AttrCache::plan(&ops), true);
+        // The lookup read the tree before the batch: its value is stale.
+        c.fill(before, &key("/a"), Some(attr(1)));
+        assert_eq!(hit(&c, &key("/a")), Some(Some(attr(2))));
+    }
+
+    #[test]
+    fn a_failed_batch_clears_everything_and_only_attribute_keys_fill() {
+        let c = AttrCache::default();
+        c.fill(generation(&c), &key("/a"), Some(attr(1)));
+        c.fill(generation(&c), b"\x12data", None);
+        assert_eq!(hit(&c, b"\x12data"), None);
+        c.apply(Plan::default(), false);
+        assert_eq!(hit(&c, &key("/a")), None);
+    }
+
+    #[test]
+    fn the_cache_starts_over_when_full() {
+        let c = AttrCache::default();
+        for i in 0..CAPACITY as u64 + 1 {
+            c.fill(generation(&c), &inode_meta_key(i), Some(attr(i)));
+        }
+        assert!(c.inner.lock().map.len() <= CAPACITY);
+        assert!(hit(&c, &inode_meta_key(CAPACITY as u64)).is_some());
+    }
+}
