@@ -56,6 +56,30 @@ impl Inner {
         self.map.insert(key, value);
     }
 
+    /// Applies a patch to a cached record as the tree applies it to the
+    /// stored one: bytes written at `offset`, a gap zero-filled.
+    fn patch(&mut self, key: Vec<u8>, offset: u32, data: &[u8]) {
+        let Some(cached) = self.map.get_mut(&key) else {
+            return;
+        };
+        let patched = cached.as_ref().and_then(|attr| {
+            let mut bytes = attr.encode();
+            let start = offset as usize;
+            let end = start + data.len();
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[start..end].copy_from_slice(data);
+            Attr::decode(&bytes).ok()
+        });
+        match patched {
+            Some(attr) => *cached = Some(attr),
+            None => {
+                self.map.remove(&key);
+            }
+        }
+    }
+
     fn forget_range(&mut self, lo: &[u8], hi: &[u8]) {
         let dead: Vec<Vec<u8>> = self
             .map
@@ -93,6 +117,9 @@ enum Change {
     /// The record is now this (`None`: deleted), or could not be decoded
     /// (`Err`: forget it).
     Set(Vec<u8>, Result<Option<Attr>, ()>),
+    /// Bytes written into the record's encoding (the file system patches
+    /// the fields that changed rather than rewriting the record).
+    Patch(Vec<u8>, u32, Vec<u8>),
     ForgetRange(Vec<u8>, Vec<u8>),
     ForgetPrefix(Vec<u8>),
 }
@@ -165,7 +192,10 @@ impl AttrCache {
                 Op::Delete { key } if is_attr_key(key) => {
                     changes.push(Change::Set(key.clone(), Ok(None)));
                 }
-                Op::Patch { key, .. } | Op::Truncate { key, .. } if is_attr_key(key) => {
+                Op::Patch { key, offset, data } if is_attr_key(key) => {
+                    changes.push(Change::Patch(key.clone(), *offset, data.clone()));
+                }
+                Op::Truncate { key, .. } if is_attr_key(key) => {
                     changes.push(Change::Set(key.clone(), Err(())));
                 }
                 Op::DeleteRange { lo, hi } => {
@@ -196,6 +226,7 @@ impl AttrCache {
                 Change::Set(key, Err(())) => {
                     inner.map.remove(&key);
                 }
+                Change::Patch(key, offset, data) => inner.patch(key, offset, &data),
                 Change::ForgetRange(lo, hi) => inner.forget_range(&lo, &hi),
                 Change::ForgetPrefix(prefix) => inner.forget_prefix(&prefix),
             }
@@ -260,6 +291,38 @@ mod tests {
         assert_eq!(hit(&c, &key("/a")), Some(Some(attr(7))));
         assert_eq!(hit(&c, &key("/b")), Some(None));
         assert_eq!(hit(&c, &key("/c")), None);
+    }
+
+    #[test]
+    fn a_patch_changes_the_cached_record_as_it_changes_the_stored_one() {
+        let c = AttrCache::default();
+        let old = attr(3);
+        c.fill(generation(&c), &key("/a"), Some(old.clone()));
+        let mut new = old.clone();
+        new.size = 123_456;
+        new.mtime = Timespec { sec: 99, nsec: 5 };
+        let mut ops = Vec::new();
+        crate::fs::update_attr(
+            &crate::loc::Loc::Path(FsPath::parse(b"/a").unwrap()),
+            &old,
+            &new,
+            &mut ops,
+        );
+        assert!(
+            ops.iter().all(|op| matches!(op, Op::Patch { .. })),
+            "{ops:?}"
+        );
+        c.apply(AttrCache::plan(&ops), true);
+        assert_eq!(hit(&c, &key("/a")), Some(Some(new)));
+        // A patch of a record known missing leaves nothing cached.
+        c.fill(generation(&c), &key("/b"), None);
+        let patch = [Op::Patch {
+            key: key("/b"),
+            offset: 0,
+            data: vec![1],
+        }];
+        c.apply(AttrCache::plan(&patch), true);
+        assert_eq!(hit(&c, &key("/b")), None);
     }
 
     #[test]
