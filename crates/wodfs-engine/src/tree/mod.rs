@@ -530,24 +530,34 @@ impl Tree {
     }
 
     /// Memory back-pressure: the cache is over its budget and the
-    /// write-back thread has all it may queue. Wait for it to finish a node
-    /// (a few ms), queue more, and repeat while it is still behind; the
-    /// lock is held only to queue, so readers and other writers go on.
+    /// write-back thread has all it may queue. The writer then writes the
+    /// least recently used dirty node the thread has not taken, the way
+    /// the thread does (serialized and written outside the lock, which is
+    /// held only to allocate and to commit), lets eviction drop it, and
+    /// repeats while it is still behind; with nothing left to take it
+    /// waits for the thread to finish a node. Writing rather than only
+    /// waiting keeps both cores serializing nodes: when writers only
+    /// waited, random inserts ran at half the rate (engine-compare: 84-102k
+    /// against 174-205k inserts/s, the writer idle for a third of the
+    /// run). Readers and other writers go on meanwhile.
     fn wait_for_write_back(&self) -> Result<()> {
         let env = self.env();
         loop {
-            let (queue, seen) = {
+            let (queue, seen, help) = {
                 let st = self.shared.state.read();
                 if !st.over_budget(env) {
                     return Ok(());
                 }
-                match &st.writeback.queue {
+                let (queue, seen) = match &st.writeback.queue {
                     Some(q) => (Some(q.clone()), q.finished()),
                     None => (None, 0),
-                }
+                };
+                (queue, seen, st.unqueued_dirty_lru())
             };
-            if let Some(q) = &queue {
-                q.wait_past(seen, std::time::Duration::from_millis(100));
+            match (help, &queue) {
+                (Some(b), _) => self.write_back_unlocked(&[b], writeback::For::Writer)?,
+                (None, Some(q)) => q.wait_past(seen, std::time::Duration::from_millis(100)),
+                (None, None) => {}
             }
             let mut st = self.shared.state.write();
             let r = st.evict(env);

@@ -768,6 +768,22 @@ impl State {
         })
     }
 
+    /// The least recently used dirty node that eviction could write back
+    /// and the write-back thread has not taken.
+    pub fn unqueued_dirty_lru(&self) -> Option<BlockNum> {
+        // The same test `write_back_unlocked` applies, so a node named
+        // here is written (unless it changes meanwhile) and a writer
+        // helping the thread cannot spin on one it would skip.
+        self.cache.lru_order().into_iter().find_map(|(b, dirty)| {
+            let free = dirty
+                && b != self.root
+                && !self.writing.contains(&b)
+                && !self.writeback.contains(b)
+                && self.cache.peek(b).is_some_and(|e| e.node.is_fully_loaded());
+            free.then_some(b)
+        })
+    }
+
     /// The cache holds more than its budget beyond the nodes queued for
     /// write-back.
     pub fn over_budget(&self, env: Env<'_>) -> bool {

@@ -12,9 +12,10 @@
 //! clean entry's extent always holds its bytes (a reader that drops and
 //! reloads a partition reads what was written).
 //!
-//! Three users: the write-back thread, which takes the nodes eviction
+//! Four users: the write-back thread, which takes the nodes eviction
 //! queues (so request threads hand the work to the other core instead of
-//! doing it); the checkpoint, which cleans the dirty nodes this way before
+//! doing it); a writer the thread cannot keep up with, which writes the
+//! next dirty node beside it instead of waiting; the checkpoint, which cleans the dirty nodes this way before
 //! it takes the lock to serialize whatever is still dirty; and a sync,
 //! which writes the nodes holding the values it is about to bind.
 
@@ -163,6 +164,9 @@ pub(crate) enum For {
     Checkpoint,
     /// A sync's first step: nodes holding values about to be bound.
     Binding,
+    /// A writer the write-back thread could not keep up with, writing a
+    /// node beside it (`Tree::wait_for_write_back`).
+    Writer,
 }
 
 /// A node being written: its entry as snapshot, its image, its extent.
@@ -230,6 +234,7 @@ impl Tree {
             For::Queue => "writeback",
             For::Checkpoint => "checkpoint.nodes",
             For::Binding => "bind.nodes",
+            For::Writer => "writeback.writer",
         });
         for j in &jobs {
             if let Some(x) = j.extent {
