@@ -304,3 +304,58 @@ impl Tree {
         (queue, thread)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use wodfs_device::MemDevice;
+
+    use super::Queue;
+    use crate::tree::{Op, Tree};
+    use crate::Config;
+
+    /// A writer over budget whose write-back thread takes nothing must
+    /// write nodes itself, outside the lock, and go on: with a queue that
+    /// nobody drains it would otherwise wait for the thread forever.
+    #[test]
+    fn a_writer_writes_nodes_when_the_thread_does_not() {
+        let cfg = Config {
+            node_bytes: 64 << 10,
+            partition_bytes: 8 << 10,
+            cache_bytes: 1 << 20,
+            log_bytes: 4 << 20,
+            ..Config::default()
+        };
+        let tree = Tree::create(Box::new(MemDevice::new(256 << 20)), cfg).unwrap();
+        // A queue with no thread behind it: eviction fills it and then
+        // finds the thread behind.
+        tree.shared.state.write().writeback.queue = Some(Arc::new(Queue::default()));
+        let writer = tree.clone();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut x: u64 = 1;
+            for _ in 0..400 {
+                let ops: Vec<Op> = (0..50)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        Op::Insert {
+                            key: x.to_be_bytes().to_vec(),
+                            value: vec![7; 200],
+                        }
+                    })
+                    .collect();
+                writer.write(&ops).unwrap();
+            }
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the writer finished (4 MiB into a 1 MiB cache)");
+        assert!(tree.stats().unlocked_writes > 0, "{:?}", tree.stats());
+        tree.verify().unwrap();
+    }
+}
