@@ -232,6 +232,7 @@ def main(argv):
                     meta["workload_seconds"][f"{fs.name} {module.NAME}"] = time.monotonic() - began
                     try:
                         fs.unmount()
+                        fs.release_space()
                     except Exception as error:  # noqa: BLE001
                         log(f"  unmount of {fs.name} failed: {error}")
     except (Stop, KeyboardInterrupt) as why:
