@@ -34,9 +34,26 @@ use crate::attr::Attr;
 /// record and map slot): a bounded 3 MiB beside the node cache.
 const CAPACITY: usize = 16_384;
 
+/// Tag bytes of the key spaces that hold attribute records.
+const ATTR_TAGS: [u8; 2] = [Space::Meta.tag(), Space::InodeMeta.tag()];
+
 /// True for keys whose values are attribute records.
 fn is_attr_key(key: &[u8]) -> bool {
-    matches!(key.first(), Some(&t) if t == Space::Meta.tag() || t == Space::InodeMeta.tag())
+    key.first().is_some_and(|t| ATTR_TAGS.contains(t))
+}
+
+/// True if `[lo, hi)` may hold an attribute key. Most range deletes do
+/// not (an unlink's are over the file's blocks and xattrs), and planning
+/// nothing for them keeps the cache's lock off those batches.
+fn range_may_hold_attr_keys(lo: &[u8], hi: &[u8]) -> bool {
+    ATTR_TAGS
+        .iter()
+        .any(|&t| lo.first().is_none_or(|&l| l <= t) && hi > &[t][..])
+}
+
+/// True if keys under `prefix` may be attribute keys.
+fn prefix_may_hold_attr_keys(prefix: &[u8]) -> bool {
+    prefix.first().is_none_or(|t| ATTR_TAGS.contains(t))
 }
 
 #[derive(Debug, Default)]
@@ -80,24 +97,14 @@ impl Inner {
         }
     }
 
-    fn forget_range(&mut self, lo: &[u8], hi: &[u8]) {
+    /// Forgets the keys from `start` on while `reached` holds for them.
+    fn forget_from(&mut self, start: &[u8], reached: impl Fn(&[u8]) -> bool) {
         let dead: Vec<Vec<u8>> = self
             .map
-            .range::<[u8], _>((Included(lo), Unbounded))
-            .take_while(|(k, _)| k.as_slice() < hi)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in dead {
-            self.map.remove(&k);
-        }
-    }
-
-    fn forget_prefix(&mut self, prefix: &[u8]) {
-        let dead: Vec<Vec<u8>> = self
-            .map
-            .range::<[u8], _>((Included(prefix), Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, _)| k.clone())
+            .range::<[u8], _>((Included(start), Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| reached(k))
+            .cloned()
             .collect();
         for k in dead {
             self.map.remove(&k);
@@ -152,30 +159,26 @@ impl AttrCache {
         }
     }
 
-    /// Caches what a lookup started at `generation` read, unless a batch
-    /// was applied since.
-    pub fn fill(&self, generation: u64, key: &[u8], value: Option<Attr>) {
-        let mut inner = self.inner.lock();
-        if inner.generation == generation && is_attr_key(key) {
-            inner.put(key.to_vec(), value);
-        }
-    }
-
-    /// Taken before a scan whose records go to [`AttrCache::fill_many`].
+    /// Taken before a scan whose records go to [`AttrCache::fill`].
     pub fn generation(&self) -> u64 {
         self.inner.lock().generation
     }
 
-    /// Caches records a scan started at `generation` read (a directory
-    /// listing: the names listed are usually acted on next).
-    pub fn fill_many(&self, generation: u64, records: Vec<(Vec<u8>, Attr)>) {
+    /// Caches what a lookup or a scan (a directory listing: the names
+    /// listed are usually acted on next) started at `generation` read,
+    /// unless a batch was applied since.
+    pub fn fill(
+        &self,
+        generation: u64,
+        records: impl IntoIterator<Item = (Vec<u8>, Option<Attr>)>,
+    ) {
         let mut inner = self.inner.lock();
         if inner.generation != generation {
             return;
         }
         for (key, attr) in records {
             if is_attr_key(&key) {
-                inner.put(key, Some(attr));
+                inner.put(key, attr);
             }
         }
     }
@@ -198,22 +201,30 @@ impl AttrCache {
                 Op::Truncate { key, .. } if is_attr_key(key) => {
                     changes.push(Change::Set(key.clone(), Err(())));
                 }
-                Op::DeleteRange { lo, hi } => {
+                Op::DeleteRange { lo, hi } if range_may_hold_attr_keys(lo, hi) => {
                     changes.push(Change::ForgetRange(lo.clone(), hi.clone()));
                 }
                 Op::RangeMove { from, to } => {
-                    changes.push(Change::ForgetPrefix(from.clone()));
-                    changes.push(Change::ForgetPrefix(to.clone()));
+                    for prefix in [from, to] {
+                        if prefix_may_hold_attr_keys(prefix) {
+                            changes.push(Change::ForgetPrefix(prefix.clone()));
+                        }
+                    }
                 }
-                Op::Insert { .. } | Op::Delete { .. } | Op::Patch { .. } | Op::Truncate { .. } => {}
+                _ => {}
             }
         }
         Plan { changes }
     }
 
     /// Brings the cache up to date with a batch the tree has taken (`ok`)
-    /// or may have taken in part (`!ok`: the cache starts over).
+    /// or may have taken in part (`!ok`: the cache starts over). A batch
+    /// taken that touches no attribute key (a data write) changes nothing
+    /// here and leaves the generation alone.
     pub fn apply(&self, plan: Plan, ok: bool) {
+        if ok && plan.changes.is_empty() {
+            return;
+        }
         let mut inner = self.inner.lock();
         inner.generation += 1;
         if !ok {
@@ -227,8 +238,10 @@ impl AttrCache {
                     inner.map.remove(&key);
                 }
                 Change::Patch(key, offset, data) => inner.patch(key, offset, &data),
-                Change::ForgetRange(lo, hi) => inner.forget_range(&lo, &hi),
-                Change::ForgetPrefix(prefix) => inner.forget_prefix(&prefix),
+                Change::ForgetRange(lo, hi) => inner.forget_from(&lo, |k| k < hi.as_slice()),
+                Change::ForgetPrefix(prefix) => {
+                    inner.forget_from(&prefix, |k| k.starts_with(&prefix))
+                }
             }
         }
     }
@@ -297,7 +310,7 @@ mod tests {
     fn a_patch_changes_the_cached_record_as_it_changes_the_stored_one() {
         let c = AttrCache::default();
         let old = attr(3);
-        c.fill(generation(&c), &key("/a"), Some(old.clone()));
+        c.fill(generation(&c), [(key("/a"), Some(old.clone()))]);
         let mut new = old.clone();
         new.size = 123_456;
         new.mtime = Timespec { sec: 99, nsec: 5 };
@@ -315,7 +328,7 @@ mod tests {
         c.apply(AttrCache::plan(&ops), true);
         assert_eq!(hit(&c, &key("/a")), Some(Some(new)));
         // A patch of a record known missing leaves nothing cached.
-        c.fill(generation(&c), &key("/b"), None);
+        c.fill(generation(&c), [(key("/b"), None)]);
         let patch = [Op::Patch {
             key: key("/b"),
             offset: 0,
@@ -329,9 +342,9 @@ mod tests {
     fn ranges_and_moves_forget_what_they_reach() {
         let c = AttrCache::default();
         for (i, p) in ["/d", "/d/x", "/d/y", "/e", "/f/z"].iter().enumerate() {
-            c.fill(generation(&c), &key(p), Some(attr(i as u64)));
+            c.fill(generation(&c), [(key(p), Some(attr(i as u64)))]);
         }
-        c.fill(generation(&c), &inode_meta_key(9), Some(attr(9)));
+        c.fill(generation(&c), [(inode_meta_key(9), Some(attr(9)))]);
         let children = wodfs_schema::key_codec::children_range(
             wodfs_schema::key_codec::PathSpace::Meta,
             &FsPath::parse(b"/d").unwrap(),
@@ -356,6 +369,31 @@ mod tests {
     }
 
     #[test]
+    fn an_unlinks_range_deletes_plan_nothing() {
+        use wodfs_schema::key_codec::{entry_range, PathSpace};
+        let path = FsPath::parse(b"/d/f").unwrap();
+        for space in [PathSpace::Data, PathSpace::Xattr] {
+            let r = entry_range(space, &path);
+            let op = Op::DeleteRange {
+                lo: r.start,
+                hi: r.end,
+            };
+            assert!(AttrCache::plan(&[op]).changes.is_empty(), "{space:?}");
+        }
+        let r = entry_range(PathSpace::Meta, &path);
+        let op = Op::DeleteRange {
+            lo: r.start,
+            hi: r.end,
+        };
+        assert_eq!(AttrCache::plan(&[op]).changes.len(), 1);
+        let everything = Op::DeleteRange {
+            lo: vec![],
+            hi: vec![0xff],
+        };
+        assert_eq!(AttrCache::plan(&[everything]).changes.len(), 1);
+    }
+
+    #[test]
     fn a_lookup_that_raced_a_batch_does_not_fill() {
         let c = AttrCache::default();
         let before = generation(&c);
@@ -365,15 +403,15 @@ mod tests {
         }];
         c.apply(AttrCache::plan(&ops), true);
         // The lookup read the tree before the batch: its value is stale.
-        c.fill(before, &key("/a"), Some(attr(1)));
+        c.fill(before, [(key("/a"), Some(attr(1)))]);
         assert_eq!(hit(&c, &key("/a")), Some(Some(attr(2))));
     }
 
     #[test]
     fn a_failed_batch_clears_everything_and_only_attribute_keys_fill() {
         let c = AttrCache::default();
-        c.fill(generation(&c), &key("/a"), Some(attr(1)));
-        c.fill(generation(&c), b"\x12data", None);
+        c.fill(generation(&c), [(key("/a"), Some(attr(1)))]);
+        c.fill(generation(&c), [(b"\x12data".to_vec(), None)]);
         assert_eq!(hit(&c, b"\x12data"), None);
         c.apply(Plan::default(), false);
         assert_eq!(hit(&c, &key("/a")), None);
@@ -383,7 +421,7 @@ mod tests {
     fn the_cache_starts_over_when_full() {
         let c = AttrCache::default();
         for i in 0..CAPACITY as u64 + 1 {
-            c.fill(generation(&c), &inode_meta_key(i), Some(attr(i)));
+            c.fill(generation(&c), [(inode_meta_key(i), Some(attr(i)))]);
         }
         assert!(c.inner.lock().map.len() <= CAPACITY);
         assert!(hit(&c, &inode_meta_key(CAPACITY as u64)).is_some());

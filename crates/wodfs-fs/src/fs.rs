@@ -27,7 +27,7 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::FsPath;
 
 use crate::attr::{Attr, Kind, Timespec};
-use crate::attr_cache::{AttrCache, Lookup};
+use crate::attr_cache::{AttrCache, Lookup, Plan};
 use crate::back_pressure::BackPressure;
 use crate::error::{err, FsError, FsResult};
 use crate::loc::Loc;
@@ -95,7 +95,7 @@ pub struct Fs {
     pub(crate) tree: Tree,
     ns: Mutex<()>,
     /// Attribute records read or written lately (see `attr_cache`).
-    attrs: AttrCache,
+    pub(crate) attrs: AttrCache,
     pub(crate) back_pressure: Arc<BackPressure>,
     inner: Mutex<Inner>,
     pub(crate) opts: FsOptions,
@@ -120,24 +120,23 @@ impl Guard<'_> {
     /// Writes `ops` as one batch (see [`Tree::write`]).
     pub(crate) fn write(&self, ops: &[Op]) -> FsResult<()> {
         let plan = AttrCache::plan(ops);
-        let written = self.tree.write_deferred(ops);
-        self.attrs.apply(plan, written.is_ok());
-        self.owe(written?);
-        Ok(())
+        self.settle(plan, self.tree.write_deferred(ops))
     }
 
     /// Writes `ops`, whose values move into the tree.
     pub(crate) fn write_owned(&self, ops: Vec<Op>) -> FsResult<()> {
         let plan = AttrCache::plan(&ops);
-        let written = self.tree.write_owned_deferred(ops);
-        self.attrs.apply(plan, written.is_ok());
-        self.owe(written?);
-        Ok(())
+        self.settle(plan, self.tree.write_owned_deferred(ops))
     }
 
-    fn owe(&self, owed: CatchUp) {
+    /// After a batch: the attribute cache follows it, and its catch-up is
+    /// owed until the lock is released.
+    fn settle(&self, plan: Plan, written: wodfs_engine::Result<CatchUp>) -> FsResult<()> {
+        self.attrs.apply(plan, written.is_ok());
+        let owed = written?;
         let before = self.owed.get().unwrap_or_default();
         self.owed.set(Some(before.and(owed)));
+        Ok(())
     }
 }
 
@@ -332,17 +331,6 @@ impl Fs {
         self.inner.lock().orphans.insert(ino);
     }
 
-    /// The attribute cache's generation, taken before a scan whose
-    /// records go to [`Fs::cache_attrs`].
-    pub(crate) fn attr_generation(&self) -> u64 {
-        self.attrs.generation()
-    }
-
-    /// Caches attribute records a scan read (see `attr_cache`).
-    pub(crate) fn cache_attrs(&self, generation: u64, records: Vec<(Vec<u8>, Attr)>) {
-        self.attrs.fill_many(generation, records);
-    }
-
     /// Checks every cached attribute record against the tree (tests: a
     /// batch that forgot to update the cache shows up here). Returns the
     /// number of records checked.
@@ -350,10 +338,7 @@ impl Fs {
     pub fn check_attr_cache(&self) -> FsResult<usize> {
         let records = self.attrs.snapshot();
         for (key, cached) in &records {
-            let stored = match self.tree.get(key)? {
-                Some(v) => Some(Attr::decode(&v)?),
-                None => None,
-            };
+            let stored = self.stored_attr(key)?;
             if &stored != cached {
                 return Err(FsError::Corrupt(format!(
                     "attribute cache holds {cached:?} for key {key:x?}, the tree {stored:?}"
@@ -369,12 +354,17 @@ impl Fs {
             Lookup::Hit(attr) => return Ok(attr),
             Lookup::Miss { generation } => generation,
         };
-        let attr = match self.tree.get(key)? {
-            Some(v) => Some(Attr::decode(&v)?),
-            None => None,
-        };
-        self.attrs.fill(generation, key, attr.clone());
+        let attr = self.stored_attr(key)?;
+        self.attrs.fill(generation, [(key.to_vec(), attr.clone())]);
         Ok(attr)
+    }
+
+    /// The attributes the tree holds under `key`, past the cache.
+    fn stored_attr(&self, key: &[u8]) -> FsResult<Option<Attr>> {
+        match self.tree.get(key)? {
+            Some(v) => Ok(Some(Attr::decode(&v)?)),
+            None => Ok(None),
+        }
     }
 
     /// Attributes and location of the object at `path` (pointers followed).

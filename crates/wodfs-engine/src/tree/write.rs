@@ -775,13 +775,16 @@ impl State {
         // here is written (unless it changes meanwhile) and a writer
         // helping the thread cannot spin on one it would skip.
         self.cache.lru_order().into_iter().find_map(|(b, dirty)| {
-            let free = dirty
-                && b != self.root
-                && !self.writing.contains(&b)
-                && !self.writeback.contains(b)
+            let free = self.may_write_back(b, dirty)
                 && self.cache.peek(b).is_some_and(|e| e.node.is_fully_loaded());
             free.then_some(b)
         })
+    }
+
+    /// A dirty node that is not the root and that neither a checkpoint
+    /// nor the write-back thread is writing already.
+    fn may_write_back(&self, b: BlockNum, dirty: bool) -> bool {
+        dirty && b != self.root && !self.writing.contains(&b) && !self.writeback.contains(b)
     }
 
     /// The cache holds more than its budget beyond the nodes queued for
@@ -806,7 +809,7 @@ impl State {
             if !over(&self.cache, self.writeback.bytes) {
                 break;
             }
-            if !dirty || b == self.root || self.writing.contains(&b) || self.writeback.contains(b) {
+            if !self.may_write_back(b, dirty) {
                 continue;
             }
             let size = self.cache.peek(b).map_or(0, |e| e.mem_bytes());

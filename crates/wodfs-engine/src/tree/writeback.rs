@@ -15,9 +15,10 @@
 //! Four users: the write-back thread, which takes the nodes eviction
 //! queues (so request threads hand the work to the other core instead of
 //! doing it); a writer the thread cannot keep up with, which writes the
-//! next dirty node beside it instead of waiting; the checkpoint, which cleans the dirty nodes this way before
-//! it takes the lock to serialize whatever is still dirty; and a sync,
-//! which writes the nodes holding the values it is about to bind.
+//! next dirty node beside it instead of waiting; the checkpoint, which
+//! cleans the dirty nodes this way before it takes the lock to serialize
+//! whatever is still dirty; and a sync, which writes the nodes holding
+//! the values it is about to bind.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

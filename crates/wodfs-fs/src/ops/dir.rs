@@ -46,7 +46,7 @@ impl Fs {
             None => range.start.clone(),
         };
         let mut out = Vec::new();
-        let generation = self.attr_generation();
+        let generation = self.attrs.generation();
         let mut records = Vec::new();
         for kv in self.tree.range(&lo, Some(&range.end)) {
             if out.len() >= limit {
@@ -58,7 +58,7 @@ impl Fs {
                 _ => return Err(FsError::Corrupt(format!("bad key in {dir}"))),
             };
             let mut attr = Attr::decode(&value)?;
-            records.push((key, attr.clone()));
+            records.push((key, Some(attr.clone())));
             let mut loc = Loc::Path(path.clone());
             if attr.is_linked() {
                 loc = Loc::Inode(attr.ino);
@@ -67,7 +67,7 @@ impl Fs {
             let name = path.file_name().unwrap_or_default().to_vec();
             out.push(DirEntry { name, attr, loc });
         }
-        self.cache_attrs(generation, records);
+        self.attrs.fill(generation, records);
         Ok(out)
     }
 }
