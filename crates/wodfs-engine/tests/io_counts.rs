@@ -227,3 +227,38 @@ fn log_writes_are_whole_sectors_and_a_small_sync_writes_at_most_two() {
         );
     }
 }
+
+#[test]
+fn a_range_move_deletes_a_few_moved_keys_one_by_one() {
+    let tree = Tree::create(Box::new(MemDevice::new(64 << 20)), small_nodes()).unwrap();
+    for i in 0..3u64 {
+        tree.insert(format!("/few/{i}").as_bytes(), b"v").unwrap();
+    }
+    for i in 0..200u64 {
+        tree.insert(format!("/many/{i:03}").as_bytes(), b"v")
+            .unwrap();
+    }
+    let ranges = |t: &Tree| t.stats().range_deletes;
+    let before = ranges(&tree);
+    tree.range_move(b"/few/", b"/few2/").unwrap();
+    // The destination's range delete only: the three source keys were
+    // deleted by point messages.
+    assert_eq!(ranges(&tree) - before, 1);
+    let before = ranges(&tree);
+    tree.range_move(b"/many/", b"/many2/").unwrap();
+    assert_eq!(
+        ranges(&tree) - before,
+        2,
+        "200 keys: one range delete for the source"
+    );
+    let count = |prefix: &str| {
+        // Every prefix ends in '/', and '0' follows '/'.
+        let hi = format!("{}0", prefix.trim_end_matches('/'));
+        tree.range(prefix.as_bytes(), Some(hi.as_bytes())).count()
+    };
+    for (from, to, n) in [("/few/", "/few2/", 3), ("/many/", "/many2/", 200)] {
+        assert_eq!(count(from), 0, "{from}");
+        assert_eq!(count(to), n, "{to}");
+    }
+    tree.verify().unwrap();
+}

@@ -2,16 +2,16 @@
 //!
 //! Layout, version 1 (little-endian, fixed header then the symlink target):
 //!
-//! | bytes | field                               |
-//! | ----- | ----------------------------------- |
-//! | 1     | format version (1)                  |
-//! | 1     | kind ([`Kind`], persistent numbers) |
-//! | 1     | flags ([`FLAG_LINKED`])             |
-//! | 2     | permission bits (`mode & 0o7777`)   |
-//! | 4 × 4 | uid, gid, nlink, rdev               |
-//! | 8 × 2 | inode number, size                  |
-//! | 12 × 3| atime, mtime, ctime (i64 s, u32 ns) |
-//! | rest  | symlink target                      |
+//! | bytes | field                                       |
+//! | ----- | ------------------------------------------- |
+//! | 1     | format version (1)                          |
+//! | 1     | kind ([`Kind`], persistent numbers)         |
+//! | 1     | flags ([`FLAG_LINKED`], [`FLAG_NO_XATTRS`]) |
+//! | 2     | permission bits (`mode & 0o7777`)           |
+//! | 4 × 4 | uid, gid, nlink, rdev                       |
+//! | 8 × 2 | inode number, size                          |
+//! | 12 × 3| atime, mtime, ctime (i64 s, u32 ns)         |
+//! | rest  | symlink target                              |
 //!
 //! A path whose file has more than one name (or is open but unlinked)
 //! stores a *pointer*: the same record with [`FLAG_LINKED`] set; the real
@@ -27,6 +27,14 @@ const HEADER_BYTES: usize = 1 + 1 + 1 + 2 + 16 + 16 + 36;
 
 /// Flag: this path record points at the inode space (hard-linked file).
 pub const FLAG_LINKED: u8 = 1;
+
+/// Flag: the object has never had an extended attribute. Set on every new
+/// inode and cleared by its first `setxattr`, it lets an unlink skip the
+/// range delete over the object's xattr keys, which would otherwise be
+/// one of the two range messages of every unlink. Records written before
+/// the flag existed lack it and count as possibly having xattrs, so no
+/// version change was needed.
+pub const FLAG_NO_XATTRS: u8 = 2;
 
 /// What kind of object an inode is. The numbers are persistent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,7 +170,7 @@ pub struct Attr {
     pub mtime: Timespec,
     /// Last attribute change.
     pub ctime: Timespec,
-    /// Record flags ([`FLAG_LINKED`]).
+    /// Record flags ([`FLAG_LINKED`], [`FLAG_NO_XATTRS`]).
     pub flags: u8,
     /// Symlink target (empty for other kinds).
     pub target: Vec<u8>,
@@ -183,7 +191,7 @@ impl Attr {
             atime: now,
             mtime: now,
             ctime: now,
-            flags: 0,
+            flags: FLAG_NO_XATTRS,
             target: Vec::new(),
         }
     }
@@ -191,6 +199,11 @@ impl Attr {
     /// Full `st_mode`: kind bits and permissions.
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | u32::from(self.perm)
+    }
+
+    /// False only if the object has certainly never had an xattr.
+    pub fn may_have_xattrs(&self) -> bool {
+        self.flags & FLAG_NO_XATTRS == 0
     }
 
     /// True if the record is a pointer to the inode space.

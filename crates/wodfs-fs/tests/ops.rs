@@ -9,7 +9,9 @@ use std::sync::Arc;
 use common::{file, new_fs, reopen, root};
 use wodfs_device::{Device, MemDevice};
 use wodfs_engine::Config;
-use wodfs_fs::{falloc, Fs, FsPath, KillPriv, Kind, Loc, NewNode, RenameMode, Seek, SetAttr};
+use wodfs_fs::{
+    falloc, Fs, FsPath, KillPriv, Kind, Loc, NewNode, RenameMode, Seek, SetAttr, XattrSet,
+};
 
 #[test]
 fn small_writes_into_a_cold_file_read_no_blocks() {
@@ -301,4 +303,52 @@ fn chmod_and_utimes_log_patches_not_whole_records() {
     let fs = reopen(&dev);
     let f = fs.lookup(&root(), b"a-file-name-of-some-length").unwrap().1;
     assert_eq!(fs.getattr(&f).unwrap(), want);
+}
+
+/// Range deletes an operation puts into the tree.
+fn range_deletes_of(fs: &Fs, op: impl FnOnce()) -> u64 {
+    let before = fs.tree().stats().range_deletes;
+    op();
+    fs.tree().stats().range_deletes - before
+}
+
+#[test]
+fn unlinking_a_small_file_without_xattrs_needs_no_range_delete() {
+    let (_, fs) = new_fs(64 << 20);
+    let write = |name: &str, len: usize| {
+        let f = file(&fs, name);
+        fs.write(&f, 0, &vec![1u8; len], KillPriv::Keep).unwrap();
+        f
+    };
+    write("small", 10_000);
+    let unlink =
+        |name: &str| range_deletes_of(&fs, || drop(fs.unlink(&root(), name.as_bytes()).unwrap()));
+    assert_eq!(unlink("small"), 0, "three blocks: point deletes");
+    let tagged = write("tagged", 10_000);
+    fs.set_xattr(&tagged, b"user.a", b"1", XattrSet::Upsert)
+        .unwrap();
+    fs.remove_xattr(&tagged, b"user.a").unwrap();
+    assert_eq!(
+        unlink("tagged"),
+        1,
+        "once it had an xattr, its xattr range goes"
+    );
+    write("big", 17 * 4096);
+    assert_eq!(unlink("big"), 1, "17 blocks: one range delete");
+    write("empty", 0);
+    assert_eq!(unlink("empty"), 0);
+    // A renamed file: its three own-key moves, each deleting its (empty)
+    // destination by a range delete; the moved keys go one by one.
+    write("old", 10_000);
+    let renamed = range_deletes_of(&fs, || {
+        fs.rename(&root(), b"old", &root(), b"new", RenameMode::Replace)
+            .unwrap();
+    });
+    assert_eq!(renamed, 3);
+    assert_eq!(
+        fs.read(&fs.lookup(&root(), b"new").unwrap().1, 0, 20_000)
+            .unwrap(),
+        vec![1u8; 10_000]
+    );
+    assert!(fs.fsck().unwrap().errors.is_empty());
 }

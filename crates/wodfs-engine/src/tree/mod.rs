@@ -1370,6 +1370,14 @@ fn apply_op(st: &mut State, env: Env<'_>, op: &Op) -> Result<()> {
     st.apply_msg(env, msg)
 }
 
+/// A moved source of at most this many keys is deleted key by key rather
+/// than by a range delete. The copy has just read those keys, so the
+/// point deletes are exact; a range delete costs more for a few keys,
+/// because every buffer on its way down indexes it, clips it and checks
+/// it on every lookup. (A file rename moves one attribute key and a few
+/// blocks.)
+const MOVED_POINT_DELETES_MAX: usize = 64;
+
 /// Range move, implemented by copying (tree surgery will replace this body
 /// without changing the operation): delete the destination, copy the
 /// source a leaf at a time, delete the source. Runs under the write lock,
@@ -1386,35 +1394,61 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
             msn,
         },
     )?;
+    // The source keys copied, while they are few enough to delete one by one.
+    let mut moved: Option<Vec<Vec<u8>>> = Some(Vec::new());
     let mut cursor = Some(from.to_vec());
     while let Some(c) = cursor {
         let (batch, next) = st.scan_leaf(env, &c, Some(&from_end))?;
+        let mut copies = Vec::with_capacity(batch.len());
         for (k, v) in batch {
             let mut nk = to.to_vec();
             nk.extend_from_slice(&k[from.len()..]);
-            let msn = st.next_msn();
-            st.apply_msg(
-                env,
-                Msg::Point {
-                    key: nk,
-                    msg: PointMsg {
-                        msn,
-                        op: PointOp::Insert(v),
-                    },
+            copies.push(Msg::Point {
+                key: nk,
+                msg: PointMsg {
+                    msn: st.next_msn(),
+                    op: PointOp::Insert(v),
                 },
-            )?;
+            });
+            moved = moved
+                .filter(|m| m.len() < MOVED_POINT_DELETES_MAX)
+                .map(|mut m| {
+                    m.push(k);
+                    m
+                });
+        }
+        if !copies.is_empty() {
+            st.apply_points(env, copies)?;
         }
         cursor = next;
     }
-    let msn = st.next_msn();
-    st.apply_msg(
-        env,
-        Msg::Range {
-            lo: from.to_vec(),
-            hi: from_end,
-            msn,
-        },
-    )
+    match moved {
+        Some(keys) if keys.is_empty() => Ok(()),
+        Some(keys) => {
+            let deletes = keys
+                .into_iter()
+                .map(|key| Msg::Point {
+                    key,
+                    msg: PointMsg {
+                        msn: st.next_msn(),
+                        op: PointOp::Delete,
+                    },
+                })
+                .collect();
+            st.apply_points(env, deletes)
+        }
+        None => {
+            let msn = st.next_msn();
+            st.apply_msg(
+                env,
+                Msg::Range {
+                    lo: from.to_vec(),
+                    hi: from_end,
+                    msn,
+                },
+            )
+        }
+    }
 }
 
 /// Forward iterator over a key range; see [`Tree::range`].

@@ -33,6 +33,7 @@ counters! {
     internal_splits: "Internal node splits.",
     merges: "Sibling merges.",
     prunes: "Children dropped unread because a range delete covered them.",
+    range_deletes: "Range delete messages put into the tree (by a range delete, or by a range move for its destination and a source of many keys).",
     skip_downs: "Messages that skipped an empty buffer to a cached child.",
     evictions: "Nodes evicted from the cache.",
     checkpoints: "Checkpoints completed.",
@@ -75,6 +76,9 @@ impl Stats {
     }
     pub fn add_prune(&self) {
         self.prunes.fetch_add(1, Relaxed);
+    }
+    pub fn add_range_delete(&self) {
+        self.range_deletes.fetch_add(1, Relaxed);
     }
     pub fn add_skip_down(&self) {
         self.skip_downs.fetch_add(1, Relaxed);

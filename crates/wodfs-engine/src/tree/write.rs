@@ -77,6 +77,9 @@ fn relative(b: &Bounds, prefix: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
 impl State {
     /// Applies one message to the tree.
     pub fn apply_msg(&mut self, env: Env<'_>, msg: Msg) -> Result<()> {
+        if matches!(msg, Msg::Range { .. }) {
+            env.stats.add_range_delete();
+        }
         let root = self.root;
         let splits = self.push(env, root, &Bounds::all(), msg)?;
         self.grow_root(env, splits)?;

@@ -17,6 +17,7 @@ use wodfs_schema::FsPath;
 use crate::attr::{Attr, Kind, Timespec, FLAG_LINKED};
 use crate::fs::{delete_inode_ops, orphan_key, put_attr, Fs};
 use crate::loc::Loc;
+use data::BLOCK;
 
 /// What a removal did to the file it removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +50,9 @@ impl Fs {
     }
 
     /// Ops that remove the name `path` (whose file is `attr` at `loc`):
-    /// the metadata key and, unless the file lives on, one range delete
-    /// for all of its blocks and one for its xattrs. An open file whose
+    /// the metadata key and, unless the file lives on, its blocks
+    /// ([`delete_blocks_ops`]) and its xattrs (one range delete, unless it
+    /// never had one). An open file whose
     /// last name goes becomes an orphan in the inode space.
     pub(crate) fn remove_name_ops(
         &self,
@@ -114,16 +116,14 @@ impl Fs {
                 ops.push(Op::Delete {
                     key: meta_key(path),
                 });
-                let b = loc.blocks();
-                ops.push(Op::DeleteRange {
-                    lo: b.start,
-                    hi: b.end,
-                });
-                let x = loc.xattrs();
-                ops.push(Op::DeleteRange {
-                    lo: x.start,
-                    hi: x.end,
-                });
+                delete_blocks_ops(loc, attr, &mut ops);
+                if attr.may_have_xattrs() {
+                    let x = loc.xattrs();
+                    ops.push(Op::DeleteRange {
+                        lo: x.start,
+                        hi: x.end,
+                    });
+                }
             }
         }
         let inode_loc = matches!(loc, Loc::Inode(_));
@@ -142,6 +142,34 @@ impl Fs {
                 attr: after,
             },
         )
+    }
+}
+
+/// Files up to this many blocks are removed block by block.
+const POINT_DELETED_BLOCKS_MAX: u64 = 16;
+
+/// Ops that delete every block of the path-keyed object `attr` at `loc`.
+///
+/// Only a regular file has blocks, and none at or past its size (fsck
+/// checks both), so a small file's blocks are exactly known: point
+/// deletes for them cost less than a range delete, which every buffer on
+/// its way down indexes, clips, and checks on every lookup. A larger file
+/// gets one range delete, whose cost does not grow with the file.
+fn delete_blocks_ops(loc: &Loc, attr: &Attr, ops: &mut Vec<Op>) {
+    if attr.kind != Kind::File {
+        return;
+    }
+    let blocks = attr.size.div_ceil(BLOCK);
+    if blocks <= POINT_DELETED_BLOCKS_MAX {
+        ops.extend((0..blocks).map(|block| Op::Delete {
+            key: loc.data_key(block),
+        }));
+    } else {
+        let b = loc.blocks();
+        ops.push(Op::DeleteRange {
+            lo: b.start,
+            hi: b.end,
+        });
     }
 }
 

@@ -1,7 +1,8 @@
 //! rename(2) and renameat2(2): replace, RENAME_NOREPLACE, RENAME_EXCHANGE.
 //!
 //! A rename is one batch of engine range moves (the schema's
-//! `rename_moves_all` / `exchange_moves`), plus the removal of a replaced
+//! `rename_moves_all`, `file_rename_moves` for anything but a directory,
+//! `exchange_moves`), plus the removal of a replaced
 //! destination and the parents' attribute updates. Because keys are full
 //! paths, a directory rename that would push any descendant past
 //! `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant is
@@ -10,7 +11,8 @@
 
 use wodfs_engine::Op;
 use wodfs_schema::key_codec::{
-    decode_key, descendants_range, exchange_moves, meta_key, rename_moves_all, PathSpace,
+    decode_key, descendants_range, exchange_moves, file_rename_moves, meta_key, rename_moves_all,
+    PathSpace,
 };
 use wodfs_schema::path::check_renamed_descendant;
 use wodfs_schema::FsPath;
@@ -141,7 +143,12 @@ impl Fs {
                     }
                     replaced = Some(removed);
                 }
-                for m in rename_moves_all(&old, &new)? {
+                let moves = if src_dir {
+                    rename_moves_all(&old, &new)?
+                } else {
+                    file_rename_moves(&old, &new)?
+                };
+                for m in moves {
                     ops.push(Op::RangeMove {
                         from: m.from,
                         to: m.to,

@@ -4,7 +4,7 @@
 use wodfs_engine::Op;
 use wodfs_schema::key_codec::validate_xattr_name;
 
-use crate::attr::{Kind, Timespec};
+use crate::attr::{Kind, Timespec, FLAG_NO_XATTRS};
 use crate::error::{err, FsResult};
 use crate::fs::{put_attr, Fs};
 use crate::loc::Loc;
@@ -59,6 +59,7 @@ impl Fs {
             _ => {}
         }
         attr.ctime = Timespec::now();
+        attr.flags &= !FLAG_NO_XATTRS;
         g.write(&[
             Op::Insert {
                 key,

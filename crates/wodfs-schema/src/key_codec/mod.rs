@@ -78,7 +78,9 @@ pub use inode_key::{
     inode_blocks_from, inode_blocks_range, inode_data_key, inode_meta_key, inode_xattr_key,
     inode_xattrs_range,
 };
-pub use moves::{exchange_moves, hardlink_moves, rename_moves, rename_moves_all, PrefixMove};
+pub use moves::{
+    exchange_moves, file_rename_moves, hardlink_moves, rename_moves, rename_moves_all, PrefixMove,
+};
 pub use path_key::{
     blocks_from, blocks_range, children_range, data_key, descendants_range, entry_range, meta_key,
     subtree_ranges, xattr_key, xattrs_range,

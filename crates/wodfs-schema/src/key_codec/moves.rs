@@ -68,6 +68,19 @@ pub fn rename_moves_all(old: &FsPath, new: &FsPath) -> Result<Vec<PrefixMove>, S
     Ok(moves)
 }
 
+/// The three moves that rename a non-directory `old` to `new`: its own
+/// keys in every path space. Nothing but a directory has descendants, so
+/// the descendant moves of [`rename_moves_all`] would each look through an
+/// empty range (a copy-based range move scans before it knows).
+pub fn file_rename_moves(old: &FsPath, new: &FsPath) -> Result<Vec<PrefixMove>, SchemaError> {
+    let mut moves = Vec::with_capacity(PathSpace::ALL.len());
+    for space in PathSpace::ALL {
+        let [own, _descendants] = rename_moves(space, old, new)?;
+        moves.push(own);
+    }
+    Ok(moves)
+}
+
 /// Scratch prefix `00 00 tag part` that holds one side of an exchange
 /// while the other side moves; `part` is 0 for own keys, 1 for descendants.
 /// Sys names never start with NUL, so nothing else lives there.
@@ -165,6 +178,22 @@ mod tests {
             assert_eq!(moved(&moves, &meta_key(&p(other))), None, "{other}");
             assert_eq!(moved(&moves, &data_key(&p(other), 0)), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_file_rename_moves_its_own_keys_in_every_space() {
+        let moves = file_rename_moves(&p("/a/f"), &p("/z")).unwrap();
+        assert_eq!(moves.len(), 3);
+        assert_eq!(
+            moved(&moves, &meta_key(&p("/a/f"))),
+            Some(meta_key(&p("/z")))
+        );
+        assert_eq!(
+            moved(&moves, &data_key(&p("/a/f"), 3)),
+            Some(data_key(&p("/z"), 3))
+        );
+        let all = rename_moves_all(&p("/a/f"), &p("/z")).unwrap();
+        assert!(moves.iter().all(|m| all.contains(m)));
     }
 
     #[test]
