@@ -1380,8 +1380,16 @@ const MOVED_POINT_DELETES_MAX: usize = 64;
 
 /// Range move, implemented by copying (tree surgery will replace this body
 /// without changing the operation): delete the destination, copy the
-/// source a leaf at a time, delete the source. Runs under the write lock,
-/// so it is atomic to readers and to checkpoints.
+/// source, delete the source. Runs under the write lock, so it is atomic
+/// to readers and to checkpoints.
+///
+/// A source of at most [`MOVED_POINT_DELETES_MAX`] keys is read whole,
+/// then deleted and copied in one run of point messages, deletes first:
+/// where its values still sit in the root's buffer (a file written just
+/// before its rename, as `rsync` and editors do), each delete frees what
+/// the copy then takes, and the buffer does not grow into a flush. A
+/// larger source is copied a leaf at a time and deleted by one range
+/// delete.
 fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> Result<()> {
     let from_end = prefix_successor(from).expect("validated");
     let to_end = prefix_successor(to).expect("validated");
@@ -1394,61 +1402,73 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
             msn,
         },
     )?;
-    // The source keys copied, while they are few enough to delete one by one.
-    let mut moved: Option<Vec<Vec<u8>>> = Some(Vec::new());
+    let moved_key = |k: &[u8]| {
+        let mut nk = to.to_vec();
+        nk.extend_from_slice(&k[from.len()..]);
+        nk
+    };
+    // The source while it is small enough to move as one run.
+    let mut few: Option<Vec<(Vec<u8>, Vec<u8>)>> = Some(Vec::new());
     let mut cursor = Some(from.to_vec());
     while let Some(c) = cursor {
-        let (batch, next) = st.scan_leaf(env, &c, Some(&from_end))?;
-        let mut copies = Vec::with_capacity(batch.len());
-        for (k, v) in batch {
-            let mut nk = to.to_vec();
-            nk.extend_from_slice(&k[from.len()..]);
-            copies.push(Msg::Point {
-                key: nk,
+        let (mut batch, next) = st.scan_leaf(env, &c, Some(&from_end))?;
+        cursor = next;
+        if let Some(f) = few.as_mut() {
+            if f.len() + batch.len() <= MOVED_POINT_DELETES_MAX {
+                f.append(&mut batch);
+                continue;
+            }
+            // Too many: copy what was held back, then go on a leaf at a time.
+            batch.splice(0..0, few.take().expect("held"));
+        }
+        let copies = batch
+            .into_iter()
+            .map(|(k, v)| Msg::Point {
+                key: moved_key(&k),
                 msg: PointMsg {
                     msn: st.next_msn(),
                     op: PointOp::Insert(v),
                 },
-            });
-            moved = moved
-                .filter(|m| m.len() < MOVED_POINT_DELETES_MAX)
-                .map(|mut m| {
-                    m.push(k);
-                    m
-                });
-        }
+            })
+            .collect::<Vec<_>>();
         if !copies.is_empty() {
             st.apply_points(env, copies)?;
         }
-        cursor = next;
     }
-    match moved {
-        Some(keys) if keys.is_empty() => Ok(()),
-        Some(keys) => {
-            let deletes = keys
-                .into_iter()
-                .map(|key| Msg::Point {
-                    key,
-                    msg: PointMsg {
-                        msn: st.next_msn(),
-                        op: PointOp::Delete,
-                    },
-                })
-                .collect();
-            st.apply_points(env, deletes)
-        }
-        None => {
-            let msn = st.next_msn();
-            st.apply_msg(
-                env,
-                Msg::Range {
-                    lo: from.to_vec(),
-                    hi: from_end,
-                    msn,
-                },
-            )
-        }
+    let Some(few) = few else {
+        let msn = st.next_msn();
+        return st.apply_msg(
+            env,
+            Msg::Range {
+                lo: from.to_vec(),
+                hi: from_end,
+                msn,
+            },
+        );
+    };
+    if few.is_empty() {
+        return Ok(());
     }
+    let mut run = Vec::with_capacity(2 * few.len());
+    for (k, _) in &few {
+        run.push(Msg::Point {
+            key: k.clone(),
+            msg: PointMsg {
+                msn: st.next_msn(),
+                op: PointOp::Delete,
+            },
+        });
+    }
+    for (k, v) in few {
+        run.push(Msg::Point {
+            key: moved_key(&k),
+            msg: PointMsg {
+                msn: st.next_msn(),
+                op: PointOp::Insert(v),
+            },
+        });
+    }
+    st.apply_points(env, run)
 }
 
 /// Forward iterator over a key range; see [`Tree::range`].
