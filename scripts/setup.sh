@@ -19,7 +19,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
-pkgs=(fuse3 libfuse3-dev pkg-config)
+pkgs=(fuse3 libfuse3-dev pkg-config gcc)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\n=== %s\n' "$*"; }
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    pkgs=(fuse3 libfuse3-dev pkg-config rsync git e2fsprogs btrfs-progs xfsprogs python3)
+    pkgs=(fuse3 libfuse3-dev pkg-config gcc rsync git e2fsprogs btrfs-progs xfsprogs python3)
     missing=()
     for p in "${pkgs[@]}"; do
         dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

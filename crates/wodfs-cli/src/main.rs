@@ -21,6 +21,12 @@ use std::process::ExitCode;
 
 use image::Fail;
 
+/// mimalloc instead of glibc's allocator: the engine allocates a message,
+/// a key and a value per operation, and glibc's malloc and free were a
+/// third of the write path's time (`docs/ARCHITECTURE.md`, "Memory").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
             options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
