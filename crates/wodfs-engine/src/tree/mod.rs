@@ -1423,12 +1423,14 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
         }
         let copies = batch
             .into_iter()
-            .map(|(k, v)| Msg::Point {
-                key: moved_key(&k),
-                msg: PointMsg {
-                    msn: st.next_msn(),
-                    op: PointOp::Insert(v),
-                },
+            .filter_map(|(k, value)| {
+                point_msg(
+                    st,
+                    Op::Insert {
+                        key: moved_key(&k),
+                        value,
+                    },
+                )
             })
             .collect::<Vec<_>>();
         if !copies.is_empty() {
@@ -1449,25 +1451,19 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
     if few.is_empty() {
         return Ok(());
     }
-    let mut run = Vec::with_capacity(2 * few.len());
-    for (k, _) in &few {
-        run.push(Msg::Point {
-            key: k.clone(),
-            msg: PointMsg {
-                msn: st.next_msn(),
-                op: PointOp::Delete,
-            },
-        });
-    }
-    for (k, v) in few {
-        run.push(Msg::Point {
-            key: moved_key(&k),
-            msg: PointMsg {
-                msn: st.next_msn(),
-                op: PointOp::Insert(v),
-            },
-        });
-    }
+    let deletes: Vec<Op> = few
+        .iter()
+        .map(|(k, _)| Op::Delete { key: k.clone() })
+        .collect();
+    let copies = few.into_iter().map(|(k, value)| Op::Insert {
+        key: moved_key(&k),
+        value,
+    });
+    let run = deletes
+        .into_iter()
+        .chain(copies)
+        .filter_map(|op| point_msg(st, op))
+        .collect();
     st.apply_points(env, run)
 }
 
