@@ -262,3 +262,43 @@ fn a_range_move_deletes_a_few_moved_keys_one_by_one() {
     }
     tree.verify().unwrap();
 }
+
+/// `Tree::read_ahead` loads the leaves after a reader's position whole,
+/// one device read each, on a thread of its own; a scan that reaches them
+/// afterwards reads none of them again, and in all the scan and the
+/// read-ahead read each leaf of the range exactly once.
+#[test]
+fn read_ahead_loads_the_next_leaves_and_nothing_is_read_twice() {
+    let cfg = Config {
+        cache_bytes: 64 << 20,
+        ..small_nodes()
+    };
+    let (lo, hi) = (b"/data/file000/".as_slice(), b"/data/file001/".as_slice());
+    let scan = |tree: &Tree| {
+        let mut n = 0;
+        tree.visit_range(lo, Some(hi), |_, _| {
+            n += 1;
+            true
+        })
+        .unwrap();
+        n
+    };
+    // How many leaves the range spans: whole-node reads of a cold scan.
+    let (_, tree) = cold_tree(&cfg, 7_000);
+    let entries = scan(&tree);
+    assert_eq!(entries, 1_000);
+    let leaves = tree.stats().node_reads;
+    assert!(leaves >= 4, "the range spans {leaves} leaves");
+    drop(tree);
+
+    let (_, tree) = cold_tree(&cfg, 7_000);
+    tree.read_ahead(lo, hi);
+    let start = std::time::Instant::now();
+    while tree.stats().node_reads < 2 {
+        assert!(start.elapsed().as_secs() < 60, "no read-ahead happened");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(scan(&tree), entries);
+    let s = tree.stats();
+    assert_eq!(s.node_reads, leaves, "{s:?}");
+}

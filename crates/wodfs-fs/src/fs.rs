@@ -99,6 +99,8 @@ pub struct Fs {
     pub(crate) back_pressure: Arc<BackPressure>,
     inner: Mutex<Inner>,
     pub(crate) opts: FsOptions,
+    /// Sequential readers, for read-ahead (see `read_streams`).
+    pub(crate) read_streams: crate::read_streams::ReadStreams,
 }
 
 /// A namespace-lock guard; operations pass it to helpers that must run
@@ -205,6 +207,7 @@ impl Fs {
                 ..Inner::default()
             }),
             opts,
+            read_streams: Default::default(),
         };
         if opts.remove_orphans {
             fs.remove_orphans()?;

@@ -39,6 +39,7 @@ mod fsck;
 mod loc;
 mod ops;
 mod privs;
+mod read_streams;
 
 pub use attr::{Attr, Kind, Timespec, ATTR_VERSION, FLAG_LINKED};
 pub use back_pressure::BackPressureWorker;

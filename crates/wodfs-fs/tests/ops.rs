@@ -352,3 +352,81 @@ fn unlinking_a_small_file_without_xattrs_needs_no_range_delete() {
     );
     assert!(fs.fsck().unwrap().errors.is_empty());
 }
+
+/// A file read from start to end in pieces, the way the kernel's
+/// read-ahead asks (the engine reads the leaves after each piece ahead),
+/// reads the right bytes, holes and short tail included, and reads each
+/// leaf of the file once; a large read elsewhere in the file starts no
+/// read-ahead.
+#[test]
+fn a_sequential_reader_reads_each_leaf_once_and_the_right_bytes() {
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::new(256 << 20));
+    let cfg = Config {
+        node_bytes: 256 << 10,
+        partition_bytes: 16 << 10,
+        cache_bytes: 64 << 20,
+        ..Config::default()
+    };
+    let fs = Fs::mkfs(Box::new(Arc::clone(&dev)), cfg, 0, 0).unwrap();
+    let f = file(&fs, "seq");
+    let mut want = vec![0u8; (6 << 20) + 1234];
+    for (i, b) in want.iter_mut().enumerate() {
+        *b = (i as u64).wrapping_mul(2654435761).to_le_bytes()[3] | 1;
+    }
+    // A hole of 40 blocks and a block written only in part.
+    want[(2 << 20)..(2 << 20) + 40 * 4096].fill(0);
+    want[(3 << 20) + 100..(3 << 20) + 4096].fill(0);
+    fs.write(&f, 0, &want[..2 << 20], KillPriv::Keep).unwrap();
+    let rest = (2 << 20) + 40 * 4096;
+    fs.write(
+        &f,
+        rest as u64,
+        &want[rest..(3 << 20) + 100],
+        KillPriv::Keep,
+    )
+    .unwrap();
+    fs.write(
+        &f,
+        (3 << 20) + 4096,
+        &want[(3 << 20) + 4096..],
+        KillPriv::Keep,
+    )
+    .unwrap();
+    fs.checkpoint().unwrap();
+    drop(fs);
+
+    let piece = 128 << 10;
+    let cold = || {
+        let fs = reopen(&dev);
+        let f = fs.lookup(&root(), b"seq").unwrap().1;
+        (fs, f)
+    };
+    // A cold read of the whole file in one piece: every leaf once.
+    let (fs, f) = cold();
+    assert!(fs.read(&f, 0, want.len() + 10).unwrap() == want);
+    let leaves = fs.tree().stats().node_reads;
+    assert!(leaves >= 8, "{leaves} leaves");
+    drop(fs);
+
+    let (fs, f) = cold();
+    let mut at = 0;
+    while at < want.len() {
+        let got = fs.read(&f, at as u64, piece).unwrap();
+        let end = want.len().min(at + piece);
+        assert!(got == want[at..end], "piece at {at}");
+        at = end;
+    }
+    assert_eq!(fs.tree().stats().node_reads, leaves);
+    drop(fs);
+
+    // Two large reads, neither at the start nor where another ended: the
+    // leaves they cover (at most two each) and no more, even given time.
+    let (fs, f) = cold();
+    let opened = fs.tree().stats().node_reads;
+    let start = 4 << 20;
+    assert!(fs.read(&f, start as u64, piece).unwrap() == want[start..start + piece]);
+    assert!(fs.read(&f, 1 << 20, piece).unwrap() == want[1 << 20..(1 << 20) + piece]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let read = fs.tree().stats().node_reads - opened;
+    assert!((2..=4).contains(&read), "{read} leaves read");
+}

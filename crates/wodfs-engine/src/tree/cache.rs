@@ -144,6 +144,30 @@ impl Cache {
 
     /// Inserts a node (a reader's load, or the writer's put).
     pub fn put(&self, b: BlockNum, node: Node, dirty: bool) -> Arc<CacheEntry> {
+        let entry = self.account(node, dirty);
+        if let Some(old) = self.map.lock().insert(b, entry.clone()) {
+            self.unaccount(&old);
+        }
+        entry
+    }
+
+    /// The cached entry of `b` if there is one, else `node` put in clean:
+    /// for a reader that read a header while another thread may have
+    /// cached the node meanwhile (a read-ahead thread, whole), whose entry
+    /// must not be replaced by the bare header.
+    pub fn put_if_absent(&self, b: BlockNum, node: Node) -> Arc<CacheEntry> {
+        let mut map = self.map.lock();
+        if let Some(e) = map.get(&b) {
+            e.last_used.store(self.tick(), Ordering::Relaxed);
+            return e.clone();
+        }
+        let entry = self.account(node, false);
+        map.insert(b, entry.clone());
+        entry
+    }
+
+    /// A new entry for `node`, counted in the cache's bytes.
+    fn account(&self, node: Node, dirty: bool) -> Arc<CacheEntry> {
         let size = node.mem_bytes();
         let now = self.tick();
         let strippable = !dirty && node.has_droppable_parts();
@@ -158,9 +182,6 @@ impl Cache {
         self.bytes.fetch_add(size, Ordering::Relaxed);
         if dirty {
             self.dirty_bytes.fetch_add(size, Ordering::Relaxed);
-        }
-        if let Some(old) = self.map.lock().insert(b, entry.clone()) {
-            self.unaccount(&old);
         }
         entry
     }

@@ -20,6 +20,7 @@ mod cache;
 mod checkpoint;
 mod frame;
 mod query;
+mod read_ahead;
 mod state;
 mod stats;
 mod verify;
@@ -198,6 +199,8 @@ struct Shared {
     bind_barrier: Mutex<()>,
     /// Reaches the background thread, if one runs.
     wake: background::Wake,
+    /// Leaves a read-ahead thread is reading.
+    loading: read_ahead::Loading,
 }
 
 /// Runs its closure when dropped: a thread's cleanup that must happen
@@ -221,10 +224,12 @@ impl Tree {
     pub fn create(dev: Box<dyn Device>, cfg: Config) -> Result<Tree> {
         let stats = Stats::default();
         let state = {
+            let loading = read_ahead::Loading::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
                 stats: &stats,
+                loading: &loading,
             };
             checkpoint::create_state(env)?
         };
@@ -250,18 +255,22 @@ impl Tree {
                 cache_bytes,
                 ..Config::default()
             };
+            let loading = read_ahead::Loading::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &probe,
                 stats: &stats,
+                loading: &loading,
             };
             checkpoint::open_state(env, cache_bytes)?
         };
         let (log, records, end) = {
+            let loading = read_ahead::Loading::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
                 stats: &stats,
+                loading: &loading,
             };
             // The root stays cached and whole: writes land in it without I/O.
             let root = state.root;
@@ -379,6 +388,7 @@ impl Tree {
                 device_sync_owed: std::sync::atomic::AtomicBool::new(false),
                 bind_barrier: Mutex::new(()),
                 wake: Default::default(),
+                loading: Default::default(),
             }),
         }
     }
@@ -388,6 +398,7 @@ impl Tree {
             dev: self.shared.dev.as_ref(),
             cfg: &self.shared.cfg,
             stats: &self.shared.stats,
+            loading: &self.shared.loading,
         }
     }
 
@@ -1017,7 +1028,7 @@ impl Tree {
             }
             let st = self.shared.state.read();
             let visited = st.visit_leaf(env, &from, hi, &mut f, &mut |next| {
-                ahead = read_ahead(self, next, hi);
+                ahead = read_ahead::next_leaf(self, next, hi);
             });
             st.evict_clean(env);
             drop(st);
@@ -1481,32 +1492,11 @@ pub struct RangeIter {
     read_ahead: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Leaves smaller than this are not worth a read-ahead thread.
-const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
-
 impl RangeIter {
     fn start_read_ahead(&mut self) {
-        self.read_ahead = read_ahead(&self.tree, self.cursor.as_deref(), self.hi.as_deref());
+        self.read_ahead =
+            read_ahead::next_leaf(&self.tree, self.cursor.as_deref(), self.hi.as_deref());
     }
-}
-
-/// Starts loading the leaf that starts at `next` (if the scan goes on
-/// there and leaves are large enough to be worth a thread).
-fn read_ahead(
-    tree: &Tree,
-    next: Option<&[u8]>,
-    hi: Option<&[u8]>,
-) -> Option<std::thread::JoinHandle<()>> {
-    let next = next?;
-    if tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || hi.is_some_and(|h| next >= h) {
-        return None;
-    }
-    let (tree, next) = (tree.clone(), next.to_vec());
-    Some(std::thread::spawn(move || {
-        let env = tree.env();
-        let st = tree.shared.state.read();
-        st.prefetch_leaf(env, &next);
-    }))
 }
 
 impl Drop for RangeIter {

@@ -149,11 +149,22 @@ impl State {
             });
             b = next;
         };
-        if !leaf.node.is_fully_loaded() {
-            // A scan wants most of the leaf: read it whole, in one request,
-            // instead of one request per basement.
-            let node = self.load_all(env, b, leaf.node.clone())?;
-            leaf = self.cache.put(b, node, leaf.dirty);
+        // A scan wants most of the leaf: read it whole, in one request,
+        // instead of one request per basement; or, if a read-ahead thread
+        // is reading it, take what that read brings.
+        while !leaf.node.is_fully_loaded() {
+            if let Some(_loading) = env.loading.claim(b) {
+                // Looked up again under the claim: another thread may have
+                // loaded it between the first look and the claim.
+                leaf = self.node_for_read(env, b)?;
+                if !leaf.node.is_fully_loaded() {
+                    let node = self.load_all(env, b, leaf.node.clone())?;
+                    leaf = self.cache.put(b, node, leaf.dirty);
+                }
+            } else {
+                env.loading.wait_for(b);
+                leaf = self.node_for_read(env, b)?;
+            }
         }
         let end: Option<Vec<u8>> = match (&bounds.hi, hi) {
             (Some(a), Some(h)) => Some(a.as_slice().min(h).to_vec()),
@@ -369,33 +380,6 @@ impl State {
             }
         }
         Ok((path.next, true))
-    }
-
-    /// Loads the leaf holding `key` into the cache, whole (read-ahead for
-    /// scans). Errors are left for the scan itself to meet and report.
-    pub fn prefetch_leaf(&self, env: Env<'_>, key: &[u8]) {
-        let mut b = self.root;
-        loop {
-            let Ok(entry) = self.node_for_read(env, b) else {
-                return;
-            };
-            if !key.starts_with(&entry.node.prefix) {
-                return;
-            }
-            let i = entry.node.part_index(&key[entry.node.prefix.len()..]);
-            if entry.node.is_leaf() {
-                if !entry.node.is_fully_loaded() {
-                    if let Ok(node) = self.load_all(env, b, entry.node.clone()) {
-                        self.cache.put(b, node, entry.dirty);
-                    }
-                }
-                return;
-            }
-            if self.part(env, b, &entry, i).is_err() {
-                return;
-            }
-            b = entry.node.children[i].child;
-        }
     }
 
     /// Applies the buffered messages of every level (deepest first) to

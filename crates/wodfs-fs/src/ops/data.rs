@@ -23,6 +23,11 @@ pub const BLOCK: u64 = 4096;
 /// 10 KiB read of a cold file).
 const POINT_READ_BLOCKS: u64 = 4;
 
+/// How far past a sequential read the engine reads ahead: two leaves of
+/// the default 4 MiB, so that the device has the next one to read while
+/// the reader works through the one just read.
+const READ_AHEAD_BLOCKS: u64 = (8 << 20) / BLOCK;
+
 /// Largest file size (signed 64-bit `off_t`).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 
@@ -158,7 +163,8 @@ impl Fs {
             return Ok(Vec::new());
         }
         let end = attr.size.min(offset.saturating_add(len as u64));
-        let mut out = vec![0u8; (end - offset) as usize];
+        // Filled in block order; holes and short blocks read as zeros.
+        let mut out = Vec::with_capacity((end - offset) as usize);
         let first = offset / BLOCK;
         let last = (end - 1) / BLOCK;
         if last - first < POINT_READ_BLOCKS {
@@ -168,19 +174,29 @@ impl Fs {
             // in Postmark or TableFS, databases) pay on every cold access.
             for block in first..=last {
                 if let Some(value) = self.tree.get(&loc.data_key(block))? {
-                    copy_block(&mut out, offset, end, block, &value);
+                    append_block(&mut out, offset, end, block, &value);
                 }
             }
+            out.resize((end - offset) as usize, 0);
             return self.read_done(loc, &attr, out);
         }
         let lo = loc.data_key(first);
         let hi = loc.data_key(last + 1);
         let hi = if last + 1 == 0 { loc.blocks().end } else { hi };
+        // A sequential reader will want the blocks after these next: have
+        // the engine read their leaves while this reply is built and sent.
+        let sequential = self.read_streams.follows(&lo, &hi) || first == 0;
+        let file_blocks = attr.size.div_ceil(BLOCK);
+        if sequential && last + 1 < file_blocks {
+            let ahead_end = file_blocks.min(last + 1 + READ_AHEAD_BLOCKS);
+            self.tree.read_ahead(&hi, &loc.data_key(ahead_end));
+        }
         // Blocks are copied straight from the cached leaves into the reply.
         self.tree.visit_range(&lo, Some(&hi), |key, value| {
-            copy_block(&mut out, offset, end, Loc::block_of(key), value);
+            append_block(&mut out, offset, end, Loc::block_of(key), value);
             true
         })?;
+        out.resize((end - offset) as usize, 0);
         self.read_done(loc, &attr, out)
     }
 
@@ -380,16 +396,21 @@ impl Fs {
     }
 }
 
-/// Copies the part of block `block` (stored bytes `value`; a short block
-/// reads as zero-padded) that falls in `[offset, end)` into `out`, which
-/// holds that range.
-fn copy_block(out: &mut [u8], offset: u64, end: u64, block: u64, value: &[u8]) {
+/// Appends the part of block `block` (stored bytes `value`; a short block
+/// reads as zero-padded) that falls in `[offset, end)` to `out`, which
+/// holds that range from `offset` up to what earlier blocks filled: the
+/// gap before this block (a hole, or the zeros of a short block) is
+/// zeros. Blocks come in increasing order.
+fn append_block(out: &mut Vec<u8>, offset: u64, end: u64, block: u64, value: &[u8]) {
     let block_start = block * BLOCK;
     let from = offset.max(block_start);
     let to = end.min(block_start + value.len() as u64);
     if from < to {
         let src = &value[(from - block_start) as usize..(to - block_start) as usize];
-        out[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+        let at = (from - offset) as usize;
+        debug_assert!(out.len() <= at, "blocks out of order");
+        out.resize(at, 0);
+        out.extend_from_slice(src);
     }
 }
 

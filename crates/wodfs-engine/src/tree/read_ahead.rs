@@ -1,0 +1,217 @@
+//! Read-ahead of whole leaves on threads of their own, so that a reader
+//! going through a key range finds the next leaves in the cache instead
+//! of waiting for one device read at a time.
+//!
+//! Two users: the engine's own scans (a [`super::RangeIter`] or
+//! `visit_range` loads the next leaf while its caller works through the
+//! current one, and waits for it), and callers that know what they will
+//! read next without holding a scan open ([`Tree::read_ahead`]: a file
+//! read sequentially by one request after another). The second kind is
+//! not waited for by the reader that asked; so that the scan that later
+//! reaches such a leaf does not read it a second time, the leaves being
+//! loaded are listed in [`Loading`], and a scan waits for one it finds
+//! there instead of reading it itself.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::{Condvar, Mutex};
+use wodfs_device::AlignedBuf;
+
+use super::frame::Bounds;
+use super::state::{Env, State};
+use super::write::child_bounds;
+use super::Tree;
+use crate::table::BlockNum;
+
+/// Leaves smaller than this are not worth a read-ahead thread.
+pub(crate) const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
+
+/// Detached read-ahead threads allowed at once: each reads one leaf at a
+/// time, so this is the device queue depth read-ahead adds.
+const DETACHED_MAX: usize = 2;
+
+/// Read buffers kept for reuse: one per read-ahead thread that can run
+/// at once (the detached ones and a scan's own).
+const SPARE_BUFFERS: usize = DETACHED_MAX + 1;
+
+/// Leaves being read by a read-ahead thread right now, and the buffers
+/// read-ahead reads them into.
+#[derive(Debug, Default)]
+pub(crate) struct Loading {
+    blocks: Mutex<HashSet<BlockNum>>,
+    done: Condvar,
+    /// Detached read-ahead threads running.
+    detached: AtomicUsize,
+    /// Aligned read buffers: made (and zeroed) once, not per leaf.
+    spare: Mutex<Vec<AlignedBuf>>,
+}
+
+impl Loading {
+    /// A read buffer of at least `len` bytes.
+    pub fn take_buf(&self, len: usize) -> AlignedBuf {
+        let mut spare = self.spare.lock();
+        match spare.iter().position(|b| b.len() >= len) {
+            Some(i) => spare.swap_remove(i),
+            None => AlignedBuf::new(len.next_multiple_of(1 << 20)),
+        }
+    }
+
+    /// Returns a buffer from [`Loading::take_buf`] for reuse; with the
+    /// pool full, the larger buffers are kept.
+    pub fn give_back(&self, buf: AlignedBuf) {
+        let mut spare = self.spare.lock();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(buf);
+        } else if let Some(smallest) = spare.iter_mut().min_by_key(|b| b.len()) {
+            if smallest.len() < buf.len() {
+                *smallest = buf;
+            }
+        }
+    }
+
+    /// Marks leaf `b` as being loaded by the caller until the returned
+    /// claim is dropped; `None` if another thread is loading it. Only
+    /// called with the state's read lock held, so that a load never waits
+    /// for the lock while a scan waits for the load.
+    pub fn claim(&self, b: BlockNum) -> Option<Claim<'_>> {
+        // Not `then_some`: it would build a claim on failure too, whose
+        // drop releases the other thread's.
+        let claimed = self.blocks.lock().insert(b);
+        claimed.then(|| Claim { loading: self, b })
+    }
+
+    /// Waits while `b` is being loaded; true if it was.
+    pub fn wait_for(&self, b: BlockNum) -> bool {
+        let mut blocks = self.blocks.lock();
+        let mut waited = false;
+        while blocks.contains(&b) {
+            waited = true;
+            self.done.wait(&mut blocks);
+        }
+        waited
+    }
+}
+
+/// A leaf being loaded; see [`Loading::claim`]. Dropping it (however the
+/// load ended) wakes the threads waiting for the leaf.
+#[derive(Debug)]
+pub(crate) struct Claim<'a> {
+    loading: &'a Loading,
+    b: BlockNum,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.loading.blocks.lock().remove(&self.b);
+        self.loading.done.notify_all();
+    }
+}
+
+impl State {
+    /// Loads whole, into the cache, up to `leaves` leaves holding keys of
+    /// `[from, hi)` that are not cached whole and not being loaded by
+    /// another thread. Errors are left for the scan itself to meet and
+    /// report.
+    pub fn prefetch_leaves(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, leaves: usize) {
+        let mut from = from.to_vec();
+        for _ in 0..leaves {
+            let Some((b, bounds)) = self.leaf_for(env, &from) else {
+                return;
+            };
+            // Looked at under the claim: no other thread loads it meanwhile.
+            if let Some(_loading) = env.loading.claim(b) {
+                if let Ok(entry) = self.node_for_read(env, b) {
+                    if !entry.node.is_fully_loaded() {
+                        if let Ok(node) = self.load_all_direct(env, b, entry.node.clone()) {
+                            self.cache.put(b, node, entry.dirty);
+                        }
+                    }
+                }
+            }
+            match bounds.hi {
+                Some(next) if hi.is_none_or(|h| next.as_slice() < h) => from = next,
+                _ => return,
+            }
+        }
+    }
+
+    /// The leaf holding `key` and its bounds, reading internal nodes'
+    /// headers and buffers on the way as a scan would.
+    fn leaf_for(&self, env: Env<'_>, key: &[u8]) -> Option<(BlockNum, Bounds)> {
+        let mut b = self.root;
+        let mut bounds = Bounds::all();
+        loop {
+            let entry = self.node_for_read(env, b).ok()?;
+            if !key.starts_with(&entry.node.prefix) {
+                return None;
+            }
+            if entry.node.is_leaf() {
+                return Some((b, bounds));
+            }
+            let i = entry.node.part_index(&key[entry.node.prefix.len()..]);
+            self.part(env, b, &entry, i).ok()?;
+            bounds = child_bounds(&entry.node, &bounds, i);
+            b = entry.node.children[i].child;
+        }
+    }
+}
+
+/// Starts loading, on a thread the caller joins, the leaf that starts at
+/// `next` (if the scan goes on there and leaves are large enough to be
+/// worth a thread).
+pub(crate) fn next_leaf(
+    tree: &Tree,
+    next: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let next = next?;
+    if tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || hi.is_some_and(|h| next >= h) {
+        return None;
+    }
+    let (tree, next, hi) = (tree.clone(), next.to_vec(), hi.map(<[u8]>::to_vec));
+    Some(std::thread::spawn(move || {
+        let env = tree.env();
+        let st = tree.shared.state.read();
+        st.prefetch_leaves(env, &next, hi.as_deref(), 1);
+    }))
+}
+
+impl Tree {
+    /// Starts loading into the cache, on a thread of its own, the leaves
+    /// that hold keys of `[lo, hi)` (at most two), and returns at once.
+    ///
+    /// For a reader that reads a range piece by piece with calls of its
+    /// own (a file read sequentially, one request at a time): the leaves
+    /// after the piece it reads now are read from the device while it
+    /// works, and a later scan that reaches one of them while it is still
+    /// being read waits for that read instead of issuing another. Does
+    /// nothing when leaves are small, or when two read-ahead threads are
+    /// already at work (the device has enough to do).
+    pub fn read_ahead(&self, lo: &[u8], hi: &[u8]) {
+        let shared = &self.shared;
+        if shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || lo >= hi {
+            return;
+        }
+        let running = &shared.loading.detached;
+        if running.fetch_add(1, Ordering::AcqRel) >= DETACHED_MAX {
+            running.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let (tree, lo, hi) = (self.clone(), lo.to_vec(), hi.to_vec());
+        let spawned = std::thread::Builder::new()
+            .name("wodfs-readahead".into())
+            .spawn(move || {
+                let _running = super::OnExit(|| {
+                    tree.shared.loading.detached.fetch_sub(1, Ordering::AcqRel);
+                });
+                let env = tree.env();
+                let st = tree.shared.state.read();
+                st.prefetch_leaves(env, &lo, Some(&hi), 2);
+            });
+        if spawned.is_err() {
+            // No thread (resource limits): the reads happen on demand.
+            running.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
