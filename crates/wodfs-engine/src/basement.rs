@@ -107,6 +107,26 @@ impl Basement {
         }
     }
 
+    /// Whether `key` is here, looking first at entry `*hint` and leaving
+    /// there the entry after the answer: keys asked in ascending order,
+    /// each the one after the last (a stream being bound), are found
+    /// without a search.
+    pub fn contains_from(&self, key: &[u8], hint: &mut usize) -> bool {
+        match &self.repr {
+            Repr::Open(m) => m.contains_key(key),
+            Repr::Frozen(f) => {
+                let i = if *hint < f.len() && f.key(*hint) == key {
+                    *hint
+                } else {
+                    f.lower_bound(key)
+                };
+                let found = i < f.len() && f.key(i) == key;
+                *hint = i + usize::from(found);
+                found
+            }
+        }
+    }
+
     /// The map form, opening a frozen basement first.
     fn open(&mut self) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
         if let Repr::Frozen(f) = &self.repr {
@@ -279,6 +299,30 @@ mod tests {
 
     fn msg(msn: Msn, op: PointOp) -> PointMsg {
         PointMsg { msn, op }
+    }
+
+    /// `contains_from` answers as `get` does, for keys asked in any order
+    /// and whatever the hint, in both forms.
+    #[test]
+    fn contains_from_agrees_with_get_whatever_the_hint() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> =
+            (0u8..40).map(|i| (vec![b'k', i * 2], vec![i; 3])).collect();
+        let frozen = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[..], &v[..])));
+        let forms = [Basement::from_frozen(frozen), Basement::from_map(entries)];
+        let ascending: Vec<Vec<u8>> = (0u8..84).map(|i| vec![b'k', i]).collect();
+        let mixed: Vec<Vec<u8>> = (0u32..84)
+            .map(|i| vec![b'k', ((i * 37) % 84) as u8])
+            .collect();
+        for bm in &forms {
+            for keys in [&ascending, &mixed] {
+                for start in [0, 5, 39, 40, 1000] {
+                    let mut hint = start;
+                    for k in keys {
+                        assert_eq!(bm.contains_from(k, &mut hint), bm.get(k).is_some(), "{k:?}");
+                    }
+                }
+            }
+        }
     }
 
     /// The one-pass merge into a frozen basement gives what applying the

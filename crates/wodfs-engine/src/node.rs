@@ -126,6 +126,22 @@ impl Node {
         self.pivots.partition_point(|p| p.as_slice() <= rel)
     }
 
+    /// [`Node::part_index`], trying partition `guess` first (two pivot
+    /// comparisons instead of a search when it holds `rel`).
+    pub fn part_index_near(&self, rel: &[u8], guess: usize) -> usize {
+        let above_lo = guess == 0
+            || self
+                .pivots
+                .get(guess - 1)
+                .is_some_and(|p| p.as_slice() <= rel);
+        let below_hi = self.pivots.get(guess).is_none_or(|p| rel < p.as_slice());
+        if guess < self.parts.len() && above_lo && below_hi {
+            guess
+        } else {
+            self.part_index(rel)
+        }
+    }
+
     /// Index of the partition holding the greatest key below `hi`
     /// (relative; the last partition a range ending at `hi` reaches).
     pub fn part_index_before(&self, hi: &[u8]) -> usize {
@@ -249,6 +265,30 @@ impl Node {
         for p in &mut self.parts {
             p.disk = None;
             p.summary = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `part_index_near` answers as `part_index` does, whatever the guess.
+    #[test]
+    fn part_index_near_agrees_with_part_index_whatever_the_guess() {
+        let mut node = Node::empty_leaf(Vec::new());
+        node.pivots = vec![vec![10], vec![20], vec![30]];
+        node.parts = (0..4)
+            .map(|_| PartSlot::loaded(Part::Basement(Basement::default())))
+            .collect();
+        for key in 0u8..40 {
+            for guess in 0..6 {
+                assert_eq!(
+                    node.part_index_near(&[key], guess),
+                    node.part_index(&[key]),
+                    "key {key}, guess {guess}"
+                );
+            }
         }
     }
 }

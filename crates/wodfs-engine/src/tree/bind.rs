@@ -16,7 +16,6 @@ use super::cache::CacheEntry;
 use super::frame::Bounds;
 use super::state::{Env, State};
 use super::write::child_bounds;
-use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::error::{Error, Result};
 use crate::msg::PointOp;
@@ -45,8 +44,8 @@ enum Located {
 
 /// What a leaf's value says of a key: it is there, or a later operation
 /// removed it.
-fn in_leaf(bm: &Basement, b: BlockNum, rel: &[u8]) -> Located {
-    if bm.get(rel).is_some() {
+fn in_leaf(present: bool, b: BlockNum) -> Located {
+    if present {
         Located::Node(b)
     } else {
         Located::Obsolete
@@ -85,6 +84,9 @@ struct LeafPath {
     leaf: (BlockNum, Arc<CacheEntry>),
     /// The leaf's key bounds: every key inside takes this path.
     bounds: Bounds,
+    /// Where in the leaf the last key was (partition, entry after it): the
+    /// next key of a stream is usually right there.
+    hint: (usize, usize),
 }
 
 impl LeafPath {
@@ -93,7 +95,7 @@ impl LeafPath {
     }
 
     /// [`State::locate_value`] for a key this path covers.
-    fn locate(&self, st: &State, env: Env<'_>, key: &[u8]) -> Result<Located> {
+    fn locate(&mut self, st: &State, env: Env<'_>, key: &[u8]) -> Result<Located> {
         for (b, entry, i) in &self.levels {
             let Some(Part::Buffer(buf)) = entry.node.parts[*i].data.get() else {
                 return Err(Error::corrupt(
@@ -111,8 +113,12 @@ impl LeafPath {
         }
         let (b, entry) = &self.leaf;
         let rel = relative(entry, *b, key)?;
-        match st.part(env, *b, entry, entry.node.part_index(rel))? {
-            Part::Basement(bm) => Ok(in_leaf(bm, *b, rel)),
+        let i = entry.node.part_index_near(rel, self.hint.0);
+        if i != self.hint.0 {
+            self.hint = (i, 0);
+        }
+        match st.part(env, *b, entry, i)? {
+            Part::Basement(bm) => Ok(in_leaf(bm.contains_from(rel, &mut self.hint.1), *b)),
             Part::Buffer(_) => Err(Error::corrupt(
                 "node",
                 0,
@@ -173,7 +179,7 @@ impl State {
             let rel = relative(&entry, b, key)?;
             let i = entry.node.part_index(rel);
             match self.part(env, b, &entry, i)? {
-                Part::Basement(bm) => return Ok(in_leaf(bm, b, rel)),
+                Part::Basement(bm) => return Ok(in_leaf(bm.get(rel).is_some(), b)),
                 Part::Buffer(buf) => {
                     if let Some(found) = in_buffer(buf, b, rel) {
                         return Ok(found);
@@ -241,6 +247,7 @@ impl State {
                     levels,
                     leaf: (b, entry),
                     bounds,
+                    hint: (0, 0),
                 });
             }
             let i = entry.node.part_index(rel);
