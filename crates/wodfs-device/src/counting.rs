@@ -128,13 +128,6 @@ impl<D: Device> Device for CountingDevice<D> {
         self.inner.write_direct_at(offset, buf)
     }
 
-    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.inner.read_direct_at(offset, buf)
-    }
-
     fn annotate(&self, phase: &'static str) {
         self.inner.annotate(phase);
     }

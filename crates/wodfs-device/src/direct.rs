@@ -27,51 +27,27 @@ use std::os::unix::fs::FileExt;
 /// direct-I/O memory alignment Linux asks for.
 const MEM_ALIGN: usize = 4096;
 
-/// Alignment of offset, length and memory at which a request suits every
-/// direct-I/O unit (512 bytes or a page): see
-/// [`crate::Device::read_direct_at`].
-pub const DIRECT_ALIGN: usize = MEM_ALIGN;
-
 /// Largest bounce buffer a thread keeps; longer unaligned requests go
 /// through it in pieces.
 const BOUNCE_BYTES: usize = 1 << 20;
 
 /// A zeroed heap buffer with a page-aligned window: a `Vec` one page
 /// longer than asked, used from its first page-aligned byte (no unsafe
-/// allocation code). Made once and reused: bounce buffers here, node
-/// read buffers in the engine.
-#[derive(Debug)]
-pub struct AlignedBuf {
+/// allocation code for one buffer per thread).
+struct AlignedBuf {
     bytes: Vec<u8>,
     start: usize,
     len: usize,
 }
 
 impl AlignedBuf {
-    /// A buffer of `len` zero bytes starting at a [`DIRECT_ALIGN`]ed address.
-    pub fn new(len: usize) -> AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
         let bytes = vec![0u8; len + MEM_ALIGN];
         let start = bytes.as_ptr().align_offset(MEM_ALIGN);
         AlignedBuf { bytes, start, len }
     }
 
-    /// Its length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a buffer of no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The aligned bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.bytes[self.start..self.start + self.len]
-    }
-
-    /// The aligned bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.bytes[self.start..self.start + self.len]
     }
 }
@@ -110,7 +86,7 @@ pub(crate) fn probe_unit(file: &File, size_bytes: u64) -> Option<u64> {
     None
 }
 
-pub(crate) fn is_aligned(offset: u64, len: usize, ptr: *const u8, unit: u64) -> bool {
+fn is_aligned(offset: u64, len: usize, ptr: *const u8, unit: u64) -> bool {
     offset.is_multiple_of(unit)
         && (len as u64).is_multiple_of(unit)
         && (ptr as usize).is_multiple_of(MEM_ALIGN)

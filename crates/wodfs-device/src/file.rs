@@ -19,11 +19,8 @@ use crate::{check_range, direct, Device};
 /// (the log) goes through a second descriptor opened with `O_DIRECT`
 /// where the file supports it (see [`FileDevice::direct_io_unit`]), so a
 /// small sync writes the 512-byte sectors it covers rather than whole
-/// 4 KiB pages. [`Device::read_direct_at`] (read-ahead of whole nodes)
-/// reads through it too when the request is aligned. The kernel keeps the
-/// two coherent: a direct write first writes back and then drops cached
-/// pages of its range, a direct read first writes back dirty pages of its
-/// range.
+/// 4 KiB pages. The kernel keeps the two coherent: a direct write first
+/// writes back and then drops cached pages of its range.
 ///
 /// The open file holds an exclusive advisory lock (`flock`) for as long as
 /// the device lives: two processes writing one image would destroy it (a
@@ -168,16 +165,6 @@ impl Device for FileDevice {
 
     fn size_bytes(&self) -> u64 {
         self.size_bytes
-    }
-
-    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        check_range(offset, buf.len(), self.size_bytes)?;
-        match &self.direct {
-            Some((file, unit)) if direct::is_aligned(offset, buf.len(), buf.as_ptr(), *unit) => {
-                file.read_exact_at(buf, offset)
-            }
-            _ => self.file.read_exact_at(buf, offset),
-        }
     }
 
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {

@@ -27,7 +27,6 @@ mod file;
 mod mem;
 
 pub use counting::{CountingDevice, IoCounts};
-pub use direct::{AlignedBuf, DIRECT_ALIGN};
 pub use fault::{FaultConfig, FaultDevice, FaultKind, PowerCut};
 pub use file::FileDevice;
 pub use mem::MemDevice;
@@ -65,17 +64,6 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         self.write_at(offset, buf)
     }
 
-    /// [`Device::read_at`] for a caller that reads much at once and will
-    /// not read it again through the device soon (read-ahead of whole
-    /// nodes, which the caller caches itself). A device with a cache it
-    /// can bypass does so when `offset`, the length and the buffer's
-    /// address are aligned to [`DIRECT_ALIGN`] ([`FileDevice`]: direct
-    /// I/O, so the bytes are not copied through the page cache); any other
-    /// request is an ordinary read. Same contract as `read_at`.
-    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.read_at(offset, buf)
-    }
-
     /// Names the phase of work the caller is in (for example
     /// `"checkpoint.superblock"`). Real devices ignore it; the fault device
     /// records the phase that was current when a simulated power cut landed,
@@ -99,9 +87,6 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
     }
-    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_direct_at(offset, buf)
-    }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
@@ -122,9 +107,6 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
-    }
-    fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_direct_at(offset, buf)
     }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)

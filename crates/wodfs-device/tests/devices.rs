@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use wodfs_device::{
-    AlignedBuf, CountingDevice, Device, FaultConfig, FaultDevice, FileDevice, IoCounts, MemDevice,
-    DIRECT_ALIGN,
+    CountingDevice, Device, FaultConfig, FaultDevice, FileDevice, IoCounts, MemDevice,
 };
 
 /// A unique path under the system temp directory, removed on drop.
@@ -169,11 +168,10 @@ fn an_image_can_be_opened_by_one_device_at_a_time() {
 /// Direct writes through the bounce buffer: writes of every shape
 /// (inside one sector, across sectors, longer than the 1 MiB bounce
 /// buffer, at the device's end), mixed with buffered writes, read back
-/// through the page cache and by direct reads (aligned, and unaligned
-/// ones that fall back to the page cache) as a model of the bytes says,
-/// and the bytes outside each direct write are kept (read-modify-write).
+/// through the page cache as a model of the bytes says, and the bytes
+/// outside each direct write are kept (read-modify-write).
 #[test]
-fn file_device_direct_writes_and_reads_match_a_model_and_the_page_cache() {
+fn file_device_direct_writes_match_a_model_and_the_page_cache() {
     let path = TempPath::new("direct");
     let size = 4 << 20;
     let dev = FileDevice::create(&path.0, size).unwrap();
@@ -210,22 +208,7 @@ fn file_device_direct_writes_and_reads_match_a_model_and_the_page_cache() {
         let read_len = shapes[next(shapes.len() as u64) as usize];
         let at = next(size - read_len);
         let mut got = vec![0u8; read_len as usize];
-        match round % 3 {
-            0 => dev.read_at(at, &mut got).unwrap(),
-            // Unaligned: read_direct_at falls back to the page cache.
-            1 => dev.read_direct_at(at, &mut got).unwrap(),
-            _ => {
-                // Aligned: past the page cache, and it sees every write
-                // made through it (the kernel writes dirty pages back
-                // before a direct read of their range).
-                let a = DIRECT_ALIGN as u64;
-                let (lo, hi) = (at / a * a, (at + read_len).div_ceil(a) * a);
-                let mut buf = AlignedBuf::new((hi - lo) as usize);
-                dev.read_direct_at(lo, buf.as_mut_slice()).unwrap();
-                let skip = (at - lo) as usize;
-                got.copy_from_slice(&buf.as_slice()[skip..skip + read_len as usize]);
-            }
-        }
+        dev.read_at(at, &mut got).unwrap();
         assert!(
             got == model[at as usize..(at + read_len) as usize],
             "round {round}: read {read_len} at {at} differs"

@@ -16,7 +16,6 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex};
-use wodfs_device::AlignedBuf;
 
 use super::frame::Bounds;
 use super::state::{Env, State};
@@ -31,45 +30,16 @@ pub(crate) const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
 /// time, so this is the device queue depth read-ahead adds.
 const DETACHED_MAX: usize = 2;
 
-/// Read buffers kept for reuse: one per read-ahead thread that can run
-/// at once (the detached ones and a scan's own).
-const SPARE_BUFFERS: usize = DETACHED_MAX + 1;
-
-/// Leaves being read by a read-ahead thread right now, and the buffers
-/// read-ahead reads them into.
+/// Leaves being read by a read-ahead thread right now.
 #[derive(Debug, Default)]
 pub(crate) struct Loading {
     blocks: Mutex<HashSet<BlockNum>>,
     done: Condvar,
     /// Detached read-ahead threads running.
     detached: AtomicUsize,
-    /// Aligned read buffers: made (and zeroed) once, not per leaf.
-    spare: Mutex<Vec<AlignedBuf>>,
 }
 
 impl Loading {
-    /// A read buffer of at least `len` bytes.
-    pub fn take_buf(&self, len: usize) -> AlignedBuf {
-        let mut spare = self.spare.lock();
-        match spare.iter().position(|b| b.len() >= len) {
-            Some(i) => spare.swap_remove(i),
-            None => AlignedBuf::new(len.next_multiple_of(1 << 20)),
-        }
-    }
-
-    /// Returns a buffer from [`Loading::take_buf`] for reuse; with the
-    /// pool full, the larger buffers are kept.
-    pub fn give_back(&self, buf: AlignedBuf) {
-        let mut spare = self.spare.lock();
-        if spare.len() < SPARE_BUFFERS {
-            spare.push(buf);
-        } else if let Some(smallest) = spare.iter_mut().min_by_key(|b| b.len()) {
-            if smallest.len() < buf.len() {
-                *smallest = buf;
-            }
-        }
-    }
-
     /// Marks leaf `b` as being loaded by the caller until the returned
     /// claim is dropped; `None` if another thread is loading it. Only
     /// called with the state's read lock held, so that a load never waits
@@ -81,15 +51,12 @@ impl Loading {
         claimed.then(|| Claim { loading: self, b })
     }
 
-    /// Waits while `b` is being loaded; true if it was.
-    pub fn wait_for(&self, b: BlockNum) -> bool {
+    /// Waits while `b` is being loaded.
+    pub fn wait_for(&self, b: BlockNum) {
         let mut blocks = self.blocks.lock();
-        let mut waited = false;
         while blocks.contains(&b) {
-            waited = true;
             self.done.wait(&mut blocks);
         }
-        waited
     }
 }
 
@@ -123,7 +90,7 @@ impl State {
             if let Some(_loading) = env.loading.claim(b) {
                 if let Ok(entry) = self.node_for_read(env, b) {
                     if !entry.node.is_fully_loaded() {
-                        if let Ok(node) = self.load_all_direct(env, b, entry.node.clone()) {
+                        if let Ok(node) = self.load_all(env, b, entry.node.clone()) {
                             self.cache.put(b, node, entry.dirty);
                         }
                     }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use wodfs_device::{AlignedBuf, Device, DIRECT_ALIGN};
+use wodfs_device::Device;
 
 use super::cache::{Cache, CacheEntry};
 use super::stats::Stats;
@@ -64,29 +64,6 @@ impl Env<'_> {
         self.dev
             .read_at(offset, buf)
             .map_err(io_error("read", offset))
-    }
-    /// Reads `len` bytes at `offset` as a [`wodfs_device::Device::read_direct_at`]
-    /// request widened to [`DIRECT_ALIGN`] on both sides (where the
-    /// device is that long), into a buffer from the read-ahead pool: the
-    /// bytes asked for start at the returned index. Give the buffer back
-    /// with [`Loading::give_back`](super::read_ahead::Loading::give_back).
-    pub fn read_direct(&self, offset: u64, len: usize) -> Result<(AlignedBuf, usize)> {
-        let align = DIRECT_ALIGN as u64;
-        let lo = offset / align * align;
-        let wide = (offset + len as u64).div_ceil(align) * align;
-        let hi = if wide <= self.dev.size_bytes() {
-            wide
-        } else {
-            offset + len as u64
-        };
-        let n = (hi - lo) as usize;
-        let mut buf = self.loading.take_buf(n);
-        let read = self.dev.read_direct_at(lo, &mut buf.as_mut_slice()[..n]);
-        if let Err(e) = read {
-            self.loading.give_back(buf);
-            return Err(io_error("read", offset)(e));
-        }
-        Ok((buf, (offset - lo) as usize))
     }
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.dev
@@ -203,21 +180,6 @@ impl State {
     }
 
     pub fn load_all(&self, env: Env<'_>, b: BlockNum, node: Node) -> Result<Node> {
-        self.load_all_via(env, b, node, false)
-    }
-
-    /// [`State::load_all`] for read-ahead: the node's bytes are read past
-    /// the page cache where the device allows
-    /// ([`wodfs_device::Device::read_direct_at`]) into a reused aligned
-    /// buffer, so a sequential reader's leaves are not copied twice and
-    /// crowd nothing out of the page cache. Only read-ahead reads this way:
-    /// a node evicted just after write-back is still dirty in the page
-    /// cache, and a direct read of it would wait for its write-back.
-    pub fn load_all_direct(&self, env: Env<'_>, b: BlockNum, node: Node) -> Result<Node> {
-        self.load_all_via(env, b, node, true)
-    }
-
-    fn load_all_via(&self, env: Env<'_>, b: BlockNum, node: Node, direct: bool) -> Result<Node> {
         let missing: Vec<usize> = (0..node.parts.len())
             .filter(|i| node.parts[*i].data.get().is_none())
             .collect();
@@ -235,16 +197,8 @@ impl State {
             .map(|l| u64::from(l.offset) + u64::from(l.stored_len))
             .max()
             .unwrap_or(first);
-        let mut owned;
-        let mut aligned = None;
-        let buf: &[u8] = if direct {
-            let (buf, at) = env.read_direct(x.offset + first, (last - first) as usize)?;
-            &aligned.insert(buf).as_slice()[at..at + (last - first) as usize]
-        } else {
-            owned = vec![0u8; (last - first) as usize];
-            env.read(x.offset + first, &mut owned)?;
-            &owned
-        };
+        let mut buf = vec![0u8; (last - first) as usize];
+        env.read(x.offset + first, &mut buf)?;
         env.stats.add_node_read();
         let leaf = node.is_leaf();
         for i in missing {
@@ -265,9 +219,6 @@ impl State {
                 )
             })?;
             let _ = node.parts[i].data.set(part);
-        }
-        if let Some(buf) = aligned {
-            env.loading.give_back(buf);
         }
         Ok(node)
     }
