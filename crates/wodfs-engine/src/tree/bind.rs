@@ -77,13 +77,14 @@ fn relative<'k>(entry: &CacheEntry, b: BlockNum, key: &'k [u8]) -> Result<&'k [u
 }
 
 /// A root-to-leaf path kept across the lookups of one binding pass (see
-/// [`State::locate_unbound`]).
-struct LeafPath {
+/// [`State::locate_unbound`]); read-ahead finds leaves and their bounds
+/// with it too.
+pub(super) struct LeafPath {
     /// Internal nodes from the root: block, entry, child taken.
     levels: Vec<(BlockNum, Arc<CacheEntry>, usize)>,
-    leaf: (BlockNum, Arc<CacheEntry>),
+    pub leaf: (BlockNum, Arc<CacheEntry>),
     /// The leaf's key bounds: every key inside takes this path.
-    bounds: Bounds,
+    pub bounds: Bounds,
     /// Where in the leaf the last key was (partition, entry after it): the
     /// next key of a stream is usually right there.
     hint: (usize, usize),
@@ -235,7 +236,7 @@ impl State {
 
     /// The path to the leaf whose bounds hold `key`, each internal node's
     /// buffer for the child taken loaded.
-    fn leaf_path(&self, env: Env<'_>, key: &[u8]) -> Result<LeafPath> {
+    pub(super) fn leaf_path(&self, env: Env<'_>, key: &[u8]) -> Result<LeafPath> {
         let mut levels = Vec::new();
         let mut bounds = Bounds::all();
         let mut b = self.root;

@@ -250,12 +250,13 @@ impl Tree {
     /// node cache of `cache_bytes`.
     pub fn open(dev: Box<dyn Device>, cache_bytes: usize) -> Result<Tree> {
         let stats = Stats::default();
+        // Nothing reads ahead before the handle exists.
+        let loading = read_ahead::Loading::default();
         let (mut state, cfg) = {
             let probe = Config {
                 cache_bytes,
                 ..Config::default()
             };
-            let loading = read_ahead::Loading::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &probe,
@@ -265,7 +266,6 @@ impl Tree {
             checkpoint::open_state(env, cache_bytes)?
         };
         let (log, records, end) = {
-            let loading = read_ahead::Loading::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,

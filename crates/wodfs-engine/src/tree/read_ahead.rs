@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::frame::Bounds;
 use super::state::{Env, State};
-use super::write::child_bounds;
 use super::Tree;
 use crate::table::BlockNum;
 
@@ -83,9 +81,12 @@ impl State {
     pub fn prefetch_leaves(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, leaves: usize) {
         let mut from = from.to_vec();
         for _ in 0..leaves {
-            let Some((b, bounds)) = self.leaf_for(env, &from) else {
+            // The descent binding uses; a key outside the tree's frames
+            // (an error) is left for the scan to report.
+            let Ok(path) = self.leaf_path(env, &from) else {
                 return;
             };
+            let (b, bounds) = (path.leaf.0, path.bounds);
             // Looked at under the claim: no other thread loads it meanwhile.
             if let Some(_loading) = env.loading.claim(b) {
                 if let Ok(entry) = self.node_for_read(env, b) {
@@ -100,26 +101,6 @@ impl State {
                 Some(next) if hi.is_none_or(|h| next.as_slice() < h) => from = next,
                 _ => return,
             }
-        }
-    }
-
-    /// The leaf holding `key` and its bounds, reading internal nodes'
-    /// headers and buffers on the way as a scan would.
-    fn leaf_for(&self, env: Env<'_>, key: &[u8]) -> Option<(BlockNum, Bounds)> {
-        let mut b = self.root;
-        let mut bounds = Bounds::all();
-        loop {
-            let entry = self.node_for_read(env, b).ok()?;
-            if !key.starts_with(&entry.node.prefix) {
-                return None;
-            }
-            if entry.node.is_leaf() {
-                return Some((b, bounds));
-            }
-            let i = entry.node.part_index(&key[entry.node.prefix.len()..]);
-            self.part(env, b, &entry, i).ok()?;
-            bounds = child_bounds(&entry.node, &bounds, i);
-            b = entry.node.children[i].child;
         }
     }
 }
