@@ -13,6 +13,8 @@ pub struct IoCounts {
     pub reads: u64,
     /// Bytes asked for by read requests.
     pub read_bytes: u64,
+    /// Of the read requests, those made with [`Device::read_random_at`].
+    pub random_reads: u64,
     /// Write requests.
     pub writes: u64,
     /// Bytes passed to write requests.
@@ -29,6 +31,7 @@ impl IoCounts {
         IoCounts {
             reads: self.reads.saturating_sub(earlier.reads),
             read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            random_reads: self.random_reads.saturating_sub(earlier.random_reads),
             writes: self.writes.saturating_sub(earlier.writes),
             write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
             syncs: self.syncs.saturating_sub(earlier.syncs),
@@ -43,6 +46,7 @@ pub struct CountingDevice<D: Device> {
     inner: D,
     reads: AtomicU64,
     read_bytes: AtomicU64,
+    random_reads: AtomicU64,
     writes: AtomicU64,
     write_bytes: AtomicU64,
     syncs: AtomicU64,
@@ -55,6 +59,7 @@ impl<D: Device> CountingDevice<D> {
             inner,
             reads: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
+            random_reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -67,6 +72,7 @@ impl<D: Device> CountingDevice<D> {
         IoCounts {
             reads: self.reads.load(Ordering::Relaxed),
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            random_reads: self.random_reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
@@ -78,6 +84,7 @@ impl<D: Device> CountingDevice<D> {
         for counter in [
             &self.reads,
             &self.read_bytes,
+            &self.random_reads,
             &self.writes,
             &self.write_bytes,
             &self.syncs,
@@ -103,6 +110,14 @@ impl<D: Device> Device for CountingDevice<D> {
         self.read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.inner.read_at(offset, buf)
+    }
+
+    fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.random_reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.read_random_at(offset, buf)
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {

@@ -22,6 +22,14 @@ use crate::{check_range, direct, Device};
 /// 4 KiB pages. The kernel keeps the two coherent: a direct write first
 /// writes back and then drops cached pages of its range.
 ///
+/// [`Device::read_random_at`] reads through a third descriptor advised
+/// `POSIX_FADV_RANDOM`: still the page cache (the same pages as every
+/// other read), but the kernel reads exactly the pages asked for instead
+/// of guessing a stream from the pages around them. The kernel's
+/// read-ahead state belongs to the descriptor, so random reads on their
+/// own descriptor also leave the stream detection of sequential reads on
+/// the first one undisturbed.
+///
 /// The open file holds an exclusive advisory lock (`flock`) for as long as
 /// the device lives: two processes writing one image would destroy it (a
 /// daemon still writing its last checkpoint after an unmount, a `mkfs` or a
@@ -32,6 +40,8 @@ pub struct FileDevice {
     size_bytes: u64,
     /// The `O_DIRECT` descriptor and its unit, where the file has one.
     direct: Option<(File, u64)>,
+    /// A read-only descriptor without read-ahead (see the type's docs).
+    random: File,
 }
 
 impl FileDevice {
@@ -56,6 +66,7 @@ impl FileDevice {
             file,
             size_bytes,
             direct: None,
+            random: open_random(path)?,
         };
         if want_direct {
             device.open_direct(path);
@@ -127,10 +138,20 @@ impl FileDevice {
             file,
             size_bytes,
             direct: None,
+            random: open_random(path)?,
         };
         device.open_direct(path);
         Ok(device)
     }
+}
+
+/// Opens `path` read-only for random reads. The advice is only a hint: a
+/// kernel or file that ignores it reads ahead as before, so a failure to
+/// give it is not an error.
+fn open_random(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().read(true).open(path)?;
+    let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+    Ok(file)
 }
 
 /// Takes the image's exclusive lock, or explains who holds it.
@@ -152,6 +173,10 @@ impl Device for FileDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
         self.file.read_exact_at(buf, offset)
+    }
+    fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(offset, buf.len(), self.size_bytes)?;
+        self.random.read_exact_at(buf, offset)
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {

@@ -44,6 +44,16 @@ pub trait Device: Send + Sync + std::fmt::Debug {
     /// Reads exactly `buf.len()` bytes starting at `offset`.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 
+    /// [`Device::read_at`] for a read that continues no earlier one (a
+    /// point query's partition somewhere in the image). A device that
+    /// reads ahead into a cache ([`FileDevice`]: the page cache) reads
+    /// exactly these bytes, not a read-ahead window around them: for
+    /// random reads that window is device time and cache memory spent on
+    /// bytes nobody asked for. Same contract as `read_at`.
+    fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read_at(offset, buf)
+    }
+
     /// Writes all of `buf` at `offset`. Visible to reads at once, durable
     /// only after the next successful [`Device::sync`].
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
@@ -75,6 +85,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         (**self).read_at(offset, buf)
     }
+    fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_random_at(offset, buf)
+    }
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_at(offset, buf)
     }
@@ -95,6 +108,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
 impl<D: Device + ?Sized> Device for Box<D> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         (**self).read_at(offset, buf)
+    }
+    fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_random_at(offset, buf)
     }
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_at(offset, buf)

@@ -33,6 +33,16 @@ fn round_trip(dev: &dyn Device) {
     let mut buf = [0u8; 22];
     dev.read_at(4090, &mut buf).unwrap();
     assert_eq!(&buf, b"across a page boundary");
+    // Random reads see the same bytes, including writes made after the
+    // page was cached.
+    let mut random = [0u8; 22];
+    dev.read_random_at(4090, &mut random).unwrap();
+    assert_eq!(random, buf);
+    dev.write_at(4096, b"new").unwrap();
+    dev.read_random_at(4090, &mut random).unwrap();
+    assert_eq!(&random, b"acrossnewpage boundary");
+    dev.write_at(4096, b" a ").unwrap();
+    dev.sync().unwrap();
 }
 
 fn rejects_out_of_range(dev: &dyn Device) {
@@ -41,6 +51,8 @@ fn rejects_out_of_range(dev: &dyn Device) {
     assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     assert!(dev.read_at(size, &mut [0; 1]).is_err());
     assert!(dev.read_at(u64::MAX - 1, &mut [0; 4]).is_err());
+    assert!(dev.read_random_at(size, &mut [0; 1]).is_err());
+    assert!(dev.read_random_at(u64::MAX - 1, &mut [0; 4]).is_err());
     dev.read_at(size, &mut []).unwrap();
     dev.write_at(size - 1, &[1]).unwrap();
 }
@@ -129,6 +141,13 @@ fn counting_device_counts_requests_and_bytes() {
     // Failed requests were still issued, so they count.
     assert!(dev.read_at(8192, &mut [0; 1]).is_err());
     assert_eq!(dev.counts().reads, 2);
+    // A random read is a read, and is also counted as random.
+    let mut two = [0u8; 2];
+    dev.read_random_at(99, &mut two).unwrap();
+    assert_eq!(two, [1, 2]);
+    let counts = dev.counts();
+    assert_eq!((counts.reads, counts.random_reads), (3, 1));
+    assert_eq!(counts.read_bytes, 64 + 1 + 2);
     dev.reset();
     assert_eq!(dev.counts(), IoCounts::default());
     assert_eq!(dev.inner().to_bytes()[100], 2);

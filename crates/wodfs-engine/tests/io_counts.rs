@@ -68,6 +68,55 @@ fn cold_point_query_reads_at_most_one_partition_per_level() {
 }
 
 #[test]
+fn scattered_point_queries_read_exactly_their_bytes_and_a_sweep_may_read_ahead() {
+    let (dev, tree) = cold_tree(&small_nodes(), 20_000);
+    // Keys far apart, walked backwards so that no read lands just after
+    // an earlier one: every read is a random one (the device reads no
+    // window around it).
+    let mut scattered: Vec<u64> = (0..40u64).map(|i| i * 499).collect();
+    scattered.sort_by_key(|i| std::cmp::Reverse(key(*i)));
+    let before = dev.counts();
+    for probe in scattered {
+        assert_eq!(
+            tree.get(&key(probe)).unwrap().unwrap(),
+            vec![(probe % 251) as u8; 4096]
+        );
+    }
+    let scattered = dev.counts().since(&before);
+    assert!(scattered.reads >= 40, "{scattered:?}");
+    assert_eq!(scattered.random_reads, scattered.reads, "{scattered:?}");
+
+    // One key after another in key order (a file system reading small
+    // files as `grep -r` does): each basement lies where the previous
+    // read ended, so those reads keep the device's read-ahead. Random are
+    // only the headers and, per node reached anew, the first partition.
+    let mut ordered: Vec<u64> = (0..20_000).filter(|i| i % 7 == 3).collect();
+    ordered.sort_by_key(|i| key(*i));
+    let before = dev.counts();
+    let s0 = tree.stats();
+    for i in ordered.iter().take(1_000) {
+        assert_eq!(
+            tree.get(&key(*i)).unwrap().unwrap(),
+            vec![(i % 251) as u8; 4096]
+        );
+    }
+    let sweep = dev.counts().since(&before);
+    let s = tree.stats();
+    let (headers, parts) = (
+        s.header_reads - s0.header_reads,
+        s.partition_reads - s0.partition_reads,
+    );
+    assert!(parts >= 100, "{parts} partitions for 1,000 keys of 4 KiB");
+    assert_eq!(sweep.reads, headers + parts, "{sweep:?}");
+    let random_parts = sweep.random_reads - headers;
+    assert!(random_parts <= headers, "{sweep:?}, {headers} headers");
+    assert!(
+        sweep.reads - sweep.random_reads >= parts - headers,
+        "{sweep:?}"
+    );
+}
+
+#[test]
 fn child_covered_by_a_range_delete_is_dropped_unread() {
     // Height 1: a root over leaves, so the root's buffers flush into leaves.
     let cfg = Config {

@@ -21,6 +21,7 @@ mod checkpoint;
 mod frame;
 mod query;
 mod read_ahead;
+mod read_pattern;
 mod state;
 mod stats;
 mod verify;
@@ -201,6 +202,8 @@ struct Shared {
     wake: background::Wake,
     /// Leaves a read-ahead thread is reading.
     loading: read_ahead::Loading,
+    /// Where recent partition reads ended (random or continuing reads).
+    reads: read_pattern::ReadPattern,
 }
 
 /// Runs its closure when dropped: a thread's cleanup that must happen
@@ -225,11 +228,13 @@ impl Tree {
         let stats = Stats::default();
         let state = {
             let loading = read_ahead::Loading::default();
+            let reads = read_pattern::ReadPattern::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
                 stats: &stats,
                 loading: &loading,
+                reads: &reads,
             };
             checkpoint::create_state(env)?
         };
@@ -252,6 +257,7 @@ impl Tree {
         let stats = Stats::default();
         // Nothing reads ahead before the handle exists.
         let loading = read_ahead::Loading::default();
+        let reads = read_pattern::ReadPattern::default();
         let (mut state, cfg) = {
             let probe = Config {
                 cache_bytes,
@@ -262,6 +268,7 @@ impl Tree {
                 cfg: &probe,
                 stats: &stats,
                 loading: &loading,
+                reads: &reads,
             };
             checkpoint::open_state(env, cache_bytes)?
         };
@@ -271,6 +278,7 @@ impl Tree {
                 cfg: &cfg,
                 stats: &stats,
                 loading: &loading,
+                reads: &reads,
             };
             // The root stays cached and whole: writes land in it without I/O.
             let root = state.root;
@@ -389,6 +397,7 @@ impl Tree {
                 bind_barrier: Mutex::new(()),
                 wake: Default::default(),
                 loading: Default::default(),
+                reads: Default::default(),
             }),
         }
     }
@@ -399,6 +408,7 @@ impl Tree {
             cfg: &self.shared.cfg,
             stats: &self.shared.stats,
             loading: &self.shared.loading,
+            reads: &self.shared.reads,
         }
     }
 

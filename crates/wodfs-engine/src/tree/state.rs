@@ -52,6 +52,7 @@ pub(crate) struct Env<'a> {
     pub cfg: &'a Config,
     pub stats: &'a Stats,
     pub loading: &'a super::read_ahead::Loading,
+    pub reads: &'a super::read_pattern::ReadPattern,
 }
 
 /// The engine error of a failed device request.
@@ -64,6 +65,22 @@ impl Env<'_> {
         self.dev
             .read_at(offset, buf)
             .map_err(io_error("read", offset))
+    }
+    /// A node header: a small read that continues nothing.
+    pub fn read_header_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.dev
+            .read_random_at(offset, buf)
+            .map_err(io_error("read", offset))
+    }
+    /// One partition: random unless it continues a recent partition read
+    /// (see `read_pattern`).
+    pub fn read_partition(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let result = if self.reads.continues(offset, buf.len() as u64) {
+            self.dev.read_at(offset, buf)
+        } else {
+            self.dev.read_random_at(offset, buf)
+        };
+        result.map_err(io_error("read", offset))
     }
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.dev
@@ -106,7 +123,7 @@ impl State {
             Error::corrupt("block pointer", 0, format!("block {b} was never written"))
         })?;
         let mut buf = vec![0u8; x.header_len as usize];
-        env.read(x.offset, &mut buf)?;
+        env.read_header_bytes(x.offset, &mut buf)?;
         env.stats.add_header_read();
         if crate::format::checksum(&buf[..buf.len().saturating_sub(4)]) != x.header_crc {
             return Err(Error::corrupt(
@@ -157,7 +174,7 @@ impl State {
             .offset;
         let addr = base + u64::from(loc.offset);
         let mut buf = vec![0u8; loc.stored_len as usize];
-        env.read(addr, &mut buf)?;
+        env.read_partition(addr, &mut buf)?;
         env.stats.add_partition_read();
         let part = decode_part(&buf, &loc, entry.node.is_leaf()).map_err(|d| {
             Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
