@@ -32,7 +32,7 @@ const STREAMS: usize = 8;
 /// How far past a recent read's end a read may start and still continue
 /// it: a few partitions (16 KiB each by default, less once compressed)
 /// that were found in the node cache, within one kernel read-ahead window.
-pub(crate) const CONTINUE_GAP_BYTES: u64 = 128 << 10;
+const CONTINUE_GAP_BYTES: u64 = 128 << 10;
 
 /// The ends of the most recent partition reads.
 #[derive(Debug, Default)]
