@@ -74,20 +74,27 @@ impl<'a> Dec<'a> {
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
+    // The readers below run once per field of every partition parsed (a
+    // message buffer is thousands of messages): their fast paths are
+    // inlined into the parse loops, their error messages built out of line.
+    #[inline]
     fn take(&mut self, n: usize, what: &str) -> DecResult<&'a [u8]> {
         if self.remaining() < n {
-            return Err(format!(
-                "truncated {what}: need {n} bytes at offset {}, {} left",
-                self.pos,
-                self.remaining()
-            ));
+            return Err(truncated(what, n, self.pos, self.remaining()));
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
     }
+    #[inline]
     pub fn u8(&mut self, what: &str) -> DecResult<u8> {
-        Ok(self.take(1, what)?[0])
+        match self.buf.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(truncated(what, 1, self.pos, 0)),
+        }
     }
     pub fn u16(&mut self, what: &str) -> DecResult<u16> {
         let b = self.take(2, what)?;
@@ -97,13 +104,25 @@ impl<'a> Dec<'a> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
+    #[inline]
     pub fn u64(&mut self, what: &str) -> DecResult<u64> {
         let b = self.take(8, what)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
+    #[inline]
     pub fn varint(&mut self, what: &str) -> DecResult<u64> {
+        // One byte: every length and count below 128.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long(what)
+    }
+    fn varint_long(&mut self, what: &str) -> DecResult<u64> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let byte = self.u8(what)?;
@@ -116,20 +135,19 @@ impl<'a> Dec<'a> {
     }
     /// A count of items that each take at least one byte: bounded by the
     /// remaining input so a corrupt count cannot make us allocate wildly.
+    #[inline]
     pub fn count(&mut self, what: &str) -> DecResult<usize> {
         let n = self.varint(what)?;
         if n > self.remaining() as u64 {
-            return Err(format!(
-                "{what} count {n} exceeds the {} bytes left",
-                self.remaining()
-            ));
+            return Err(too_many(what, n, self.remaining()));
         }
         Ok(n as usize)
     }
+    #[inline]
     pub fn bytes(&mut self, what: &str, max: usize) -> DecResult<&'a [u8]> {
         let n = self.varint(what)?;
         if n > max as u64 {
-            return Err(format!("{what} length {n} exceeds the maximum {max}"));
+            return Err(too_long(what, n, max));
         }
         self.take(n as usize, what)
     }
@@ -139,6 +157,24 @@ impl<'a> Dec<'a> {
         }
         Ok(())
     }
+}
+
+#[cold]
+#[inline(never)]
+fn truncated(what: &str, n: usize, pos: usize, left: usize) -> String {
+    format!("truncated {what}: need {n} bytes at offset {pos}, {left} left")
+}
+
+#[cold]
+#[inline(never)]
+fn too_many(what: &str, n: u64, left: usize) -> String {
+    format!("{what} count {n} exceeds the {left} bytes left")
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(what: &str, n: u64, max: usize) -> String {
+    format!("{what} length {n} exceeds the maximum {max}")
 }
 
 #[cfg(test)]

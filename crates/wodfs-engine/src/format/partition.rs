@@ -183,7 +183,15 @@ impl OpRef<'_> {
     }
 }
 
-/// Reads one message (MSN, kind, payload) and checks its limits.
+#[cold]
+#[inline(never)]
+fn unknown_kind(kind: u8) -> String {
+    format!("unknown message kind {kind}")
+}
+
+/// Reads one message (MSN, kind, payload) and checks its limits. Inlined
+/// into the parse loops, which call it once per buffered message.
+#[inline]
 pub(crate) fn read_msg<'a>(d: &mut Dec<'a>) -> DecResult<(Msn, OpRef<'a>)> {
     let msn = d.u64("msn")?;
     let op = match d.u8("message kind")? {
@@ -207,7 +215,7 @@ pub(crate) fn read_msg<'a>(d: &mut Dec<'a>) -> DecResult<(Msn, OpRef<'a>)> {
             }
             OpRef::Truncate { len: len as u32 }
         }
-        other => return Err(format!("unknown message kind {other}")),
+        other => return Err(unknown_kind(other)),
     };
     Ok((msn, op))
 }
