@@ -180,9 +180,11 @@ pub mod fuzz {
             {
                 for p in n.parts.iter().filter_map(|p| p.disk) {
                     let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
-                    if let Ok(raw) =
-                        crate::format::partition::decompress(stored, p.codec, p.raw_len as usize)
-                    {
+                    if let Ok(raw) = crate::format::partition::decompress(
+                        stored.into(),
+                        p.codec,
+                        p.raw_len as usize,
+                    ) {
                         out.push(("partition", raw));
                     }
                 }

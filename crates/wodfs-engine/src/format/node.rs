@@ -276,8 +276,13 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
 }
 
 /// Verifies and decodes one partition's stored bytes.
-pub(crate) fn decode_part(stored: &[u8], loc: &PartLoc, leaf: bool) -> DecResult<Part> {
-    if checksum(stored) != loc.crc {
+pub(crate) fn decode_part<'s>(
+    stored: impl Into<std::borrow::Cow<'s, [u8]>>,
+    loc: &PartLoc,
+    leaf: bool,
+) -> DecResult<Part> {
+    let stored = stored.into();
+    if checksum(&stored) != loc.crc {
         return Err("partition checksum mismatch".into());
     }
     let raw = decompress(stored, loc.codec, loc.raw_len as usize)?;

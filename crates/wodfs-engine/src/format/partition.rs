@@ -1,6 +1,8 @@
 //! Encoding of partitions: leaf basements and internal message buffers,
 //! and the per-partition compression wrapper.
 
+use std::borrow::Cow;
+
 use super::bytes::{Dec, DecResult, Enc};
 use super::frozen::{FrozenBasement, FrozenPoints};
 use crate::basement::Basement;
@@ -124,17 +126,20 @@ pub(crate) fn compress(raw: Vec<u8>, c: Compression) -> (u8, Vec<u8>) {
 }
 
 /// Undoes [`compress`]; `raw_len` is the recorded decoded length.
-pub(crate) fn decompress(stored: &[u8], codec: u8, raw_len: usize) -> DecResult<Vec<u8>> {
+/// The decoded bytes of a stored partition. An uncompressed partition
+/// handed over owned (a single partition just read) becomes them without
+/// a copy.
+pub(crate) fn decompress(stored: Cow<'_, [u8]>, codec: u8, raw_len: usize) -> DecResult<Vec<u8>> {
     match Compression::from_u8(codec) {
         Some(Compression::None) => {
             if stored.len() != raw_len {
                 return Err("uncompressed partition length mismatch".into());
             }
-            Ok(stored.to_vec())
+            Ok(stored.into_owned())
         }
         Some(Compression::Lz4) => {
             let out =
-                lz4_flex::block::decompress(stored, raw_len).map_err(|e| format!("lz4: {e}"))?;
+                lz4_flex::block::decompress(&stored, raw_len).map_err(|e| format!("lz4: {e}"))?;
             if out.len() != raw_len {
                 return Err("decompressed partition length mismatch".into());
             }

@@ -176,7 +176,7 @@ impl State {
         let mut buf = vec![0u8; loc.stored_len as usize];
         env.read_partition(addr, &mut buf)?;
         env.stats.add_partition_read();
-        let part = decode_part(&buf, &loc, entry.node.is_leaf()).map_err(|d| {
+        let part = decode_part(buf, &loc, entry.node.is_leaf()).map_err(|d| {
             Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
         })?;
         let added = part.mem_bytes() + 64;
