@@ -125,10 +125,9 @@ pub(crate) fn compress(raw: Vec<u8>, c: Compression) -> (u8, Vec<u8>) {
     }
 }
 
-/// Undoes [`compress`]; `raw_len` is the recorded decoded length.
-/// The decoded bytes of a stored partition. An uncompressed partition
-/// handed over owned (a single partition just read) becomes them without
-/// a copy.
+/// Undoes [`compress`]; `raw_len` is the recorded decoded length. An
+/// uncompressed partition handed over owned (a single partition just
+/// read) becomes the decoded bytes without a copy.
 pub(crate) fn decompress(stored: Cow<'_, [u8]>, codec: u8, raw_len: usize) -> DecResult<Vec<u8>> {
     match Compression::from_u8(codec) {
         Some(Compression::None) => {
