@@ -98,6 +98,11 @@ impl<D: Device> CountingDevice<D> {
         &self.inner
     }
 
+    fn count_read(&self, len: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(len as u64, Ordering::Relaxed);
+    }
+
     /// Stops counting and gives the wrapped device back.
     pub fn into_inner(self) -> D {
         self.inner
@@ -106,17 +111,13 @@ impl<D: Device> CountingDevice<D> {
 
 impl<D: Device> Device for CountingDevice<D> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.count_read(buf.len());
         self.inner.read_at(offset, buf)
     }
 
     fn read_random_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.count_read(buf.len());
         self.random_reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.inner.read_random_at(offset, buf)
     }
 

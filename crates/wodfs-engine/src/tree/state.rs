@@ -66,8 +66,9 @@ impl Env<'_> {
             .read_at(offset, buf)
             .map_err(io_error("read", offset))
     }
-    /// A node header: a small read that continues nothing.
-    pub fn read_header_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// A small read that continues nothing (a node header): see
+    /// [`wodfs_device::Device::read_random_at`].
+    pub fn read_random(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.dev
             .read_random_at(offset, buf)
             .map_err(io_error("read", offset))
@@ -75,12 +76,11 @@ impl Env<'_> {
     /// One partition: random unless it continues a recent partition read
     /// (see `read_pattern`).
     pub fn read_partition(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let result = if self.reads.continues(offset, buf.len() as u64) {
-            self.dev.read_at(offset, buf)
+        if self.reads.continues(offset, buf.len() as u64) {
+            self.read(offset, buf)
         } else {
-            self.dev.read_random_at(offset, buf)
-        };
-        result.map_err(io_error("read", offset))
+            self.read_random(offset, buf)
+        }
     }
     pub fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.dev
@@ -123,7 +123,7 @@ impl State {
             Error::corrupt("block pointer", 0, format!("block {b} was never written"))
         })?;
         let mut buf = vec![0u8; x.header_len as usize];
-        env.read_header_bytes(x.offset, &mut buf)?;
+        env.read_random(x.offset, &mut buf)?;
         env.stats.add_header_read();
         if crate::format::checksum(&buf[..buf.len().saturating_sub(4)]) != x.header_crc {
             return Err(Error::corrupt(
