@@ -117,6 +117,46 @@ fn scattered_point_queries_read_exactly_their_bytes_and_a_sweep_may_read_ahead()
 }
 
 #[test]
+fn point_query_decided_by_a_buffered_message_reads_no_leaf() {
+    let cfg = small_nodes();
+    let (dev, tree) = cold_tree(&cfg, 20_000);
+    assert!(tree.height() >= 2);
+    // A few updates stay in the root's buffers across a reopen.
+    tree.insert(&key(11), b"new").unwrap();
+    tree.delete(&key(12)).unwrap();
+    tree.delete_range(&key(13), &[key(13), vec![0]].concat())
+        .unwrap();
+    tree.patch(&key(15), 0, b"pp").unwrap();
+    tree.close().unwrap();
+    let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
+    let leaf_reads = |k: u64| {
+        let (s0, d0) = (tree.stats(), dev.counts());
+        let got = tree.get(&key(k)).unwrap();
+        let (s, reads) = (tree.stats(), dev.counts().since(&d0).reads);
+        let headers = s.header_reads - s0.header_reads;
+        let parts = s.partition_reads - s0.partition_reads;
+        assert!(reads <= headers + parts, "{reads} reads");
+        (got, headers, parts)
+    };
+    // The root, with the buffer holding the message, is read whole at
+    // open: an insert, delete or range delete there is answered without
+    // any read.
+    assert_eq!(leaf_reads(11), (Some(b"new".to_vec()), 0, 0));
+    assert_eq!(leaf_reads(12), (None, 0, 0));
+    assert_eq!(leaf_reads(13), (None, 0, 0));
+    // A patch depends on the older value: the descent goes on to the leaf.
+    let (got, headers, parts) = leaf_reads(15);
+    let mut want = vec![(15 % 251) as u8; 4096];
+    want[..2].copy_from_slice(b"pp");
+    assert_eq!(got, Some(want));
+    assert!(
+        headers >= 1 && parts >= 1,
+        "{headers} headers, {parts} partitions"
+    );
+    tree.verify().unwrap();
+}
+
+#[test]
 fn child_covered_by_a_range_delete_is_dropped_unread() {
     // Height 1: a root over leaves, so the root's buffers flush into leaves.
     let cfg = Config {

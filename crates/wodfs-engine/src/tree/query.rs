@@ -91,9 +91,14 @@ impl State {
             // whether it can hold anything for this key; most cannot.
             let needed = slot.data.get().is_some()
                 || slot.summary.as_ref().is_none_or(|s| s.may_affect(rel));
-            if needed {
-                self.part(env, b, &entry, i)?;
-            }
+            // A buffer holding an insert or delete of the key, or a range
+            // delete over it, decides the value: nothing below is older
+            // than it can matter, so the descent stops (no leaf read).
+            let decided = needed
+                && match self.part(env, b, &entry, i)? {
+                    Part::Buffer(buf) => buf.decides(rel),
+                    Part::Basement(_) => false,
+                };
             let edge = &entry.node.children[i];
             expect_prefix = concat(&entry.node.prefix, &edge.lift);
             let next = edge.child;
@@ -103,6 +108,9 @@ impl State {
                     block: b,
                     child: i,
                 });
+            }
+            if decided {
+                break None;
             }
             b = next;
         };
