@@ -58,9 +58,22 @@ impl Bloom {
 pub(crate) struct BufferSummary {
     pub has_ranges: bool,
     pub filter: Bloom,
+    /// The buffer's pieces, if it is stored segmented (see
+    /// `format::segments`); empty otherwise.
+    pub segments: Vec<crate::format::segments::Segment>,
 }
 
 impl BufferSummary {
+    /// Heap bytes held.
+    pub fn mem_bytes(&self) -> usize {
+        64 + self.filter.bits.len()
+            + self
+                .segments
+                .iter()
+                .map(crate::format::segments::Segment::mem_bytes)
+                .sum::<usize>()
+    }
+
     /// Could the buffer hold anything for `key`?
     pub fn may_affect(&self, key: &[u8]) -> bool {
         self.has_ranges || self.filter.may_contain(key)

@@ -229,23 +229,8 @@ impl MsgBuffer {
         (covered, msgs)
     }
 
-    /// Whether this buffer alone decides `key`'s value: a range delete
-    /// covers it or its oldest point message here is an insert or delete.
-    /// Then nothing older (lower in the tree) can change the answer.
-    pub fn decides(&self, key: &[u8]) -> bool {
-        if self.ranges.covering(key).is_some() {
-            return true;
-        }
-        match &self.points {
-            Points::Open(m) => m
-                .get(key)
-                .and_then(|msgs| msgs.first())
-                .is_some_and(|m| m.op.is_blind_total()),
-            Points::Frozen(f) => f.find(key).is_some_and(|i| f.first_is_total(i)),
-        }
-    }
-
     /// Applies this buffer's messages for `key` to an older value.
+    #[cfg(test)]
     pub fn apply_to(&self, key: &[u8], value: Option<Vec<u8>>) -> Option<Vec<u8>> {
         let (covered, msgs) = self.lookup(key);
         let base = if covered { None } else { value };
@@ -538,34 +523,6 @@ mod tests {
         let before = b.bytes();
         b.recount();
         assert_eq!(before, b.bytes());
-    }
-
-    /// An insert, a delete or a covering range delete decides a key; a
-    /// patch or truncate alone does not; the frozen form answers alike.
-    #[test]
-    fn decides_only_for_total_messages_and_range_deletes() {
-        let mut b = MsgBuffer::default();
-        b.put_point(b"a".to_vec(), pm(1, PointOp::Insert(vec![1])));
-        b.put_point(b"b".to_vec(), pm(2, PointOp::Delete));
-        let patch = PointOp::Patch {
-            offset: 0,
-            data: vec![2],
-        };
-        b.put_point(b"c".to_vec(), pm(3, patch.clone()));
-        b.put_point(b"d".to_vec(), pm(4, PointOp::Truncate { len: 1 }));
-        b.put_range_delete(b"m".to_vec(), b"p".to_vec(), 5);
-        b.put_point(b"n".to_vec(), pm(6, patch));
-        let mut e = crate::format::bytes::Enc::with_capacity(256);
-        crate::format::partition::encode_buffer(&b, &mut e);
-        let (ranges, points) = FrozenPoints::parse(e.buf).unwrap();
-        let frozen = MsgBuffer::from_frozen(ranges, points);
-        for buf in [&b, &frozen] {
-            let decided: Vec<&[u8]> = [&b"a"[..], b"b", b"c", b"d", b"e", b"m", b"n", b"p"]
-                .into_iter()
-                .filter(|k| buf.decides(k))
-                .collect();
-            assert_eq!(decided, [&b"a"[..], b"b", b"m", b"n"]);
-        }
     }
 
     #[test]

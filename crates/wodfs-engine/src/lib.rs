@@ -99,6 +99,13 @@ pub mod fuzz {
     }
     /// Decodes a leaf partition or a buffer partition.
     pub fn partition(data: &[u8]) -> bool {
+        // A point query's search of one piece of a segmented buffer reads
+        // the same bytes (as the first piece or a later one).
+        for key in [&b""[..], b"/dir/0042", b"/dir/0200", &[0xff; 8]] {
+            for head in [true, false] {
+                let _ = crate::format::segments::piece_messages(data, head, None, key);
+            }
+        }
         crate::format::partition::decode_basement(data).is_ok()
             | crate::format::partition::decode_buffer(data).is_ok()
     }
@@ -178,13 +185,20 @@ pub mod fuzz {
             if let Ok(n) =
                 crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len)
             {
-                for p in n.parts.iter().filter_map(|p| p.disk) {
+                for slot in &n.parts {
+                    let Some(p) = slot.disk else { continue };
                     let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
-                    if let Ok(raw) = crate::format::partition::decompress(
-                        stored.into(),
-                        p.codec,
-                        p.raw_len as usize,
-                    ) {
+                    let raw = match slot.summary.as_deref() {
+                        Some(s) if !s.segments.is_empty() => {
+                            crate::format::segments::join(stored, &s.segments, p.raw_len as usize)
+                        }
+                        _ => crate::format::partition::decompress(
+                            stored.into(),
+                            p.codec,
+                            p.raw_len as usize,
+                        ),
+                    };
+                    if let Ok(raw) = raw {
                         out.push(("partition", raw));
                     }
                 }

@@ -168,7 +168,10 @@ impl Node {
             + self
                 .parts
                 .iter()
-                .map(|p| p.data.get().map_or(0, |d| d.mem_bytes() + 64))
+                .map(|p| {
+                    p.data.get().map_or(0, |d| d.mem_bytes() + 64)
+                        + p.summary.as_ref().map_or(0, |s| s.mem_bytes())
+                })
                 .sum::<usize>()
     }
 

@@ -157,6 +157,40 @@ fn point_query_decided_by_a_buffered_message_reads_no_leaf() {
 }
 
 #[test]
+fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
+    let cfg = small_nodes();
+    let (dev, tree) = cold_tree(&cfg, 20_000);
+    assert!(tree.height() >= 2);
+    // Small overwrites: the root flushes them into the level below, whose
+    // buffers grow past a partition's size and are written segmented.
+    let updated: Vec<u64> = (0..6_000u64).map(|i| (i * 7_919) % 20_000).collect();
+    for &i in &updated {
+        tree.insert(&key(i), format!("new{i}").as_bytes()).unwrap();
+    }
+    tree.close().unwrap();
+    let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
+    let mut probed = 0;
+    for &i in &updated {
+        let (s0, d0) = (tree.stats(), dev.counts());
+        let got = tree.get(&key(i)).unwrap();
+        assert_eq!(got.as_deref(), Some(format!("new{i}").as_bytes()));
+        let (s, io) = (tree.stats(), dev.counts().since(&d0));
+        let segments = s.segment_reads - s0.segment_reads;
+        if segments == 0 {
+            continue;
+        }
+        probed += 1;
+        // One segment read alone, no whole buffer, no leaf: the insert
+        // found there decides the value.
+        assert_eq!(segments, 1, "{s:?}");
+        assert_eq!(s.partition_reads, s0.partition_reads, "{s:?}");
+        assert_eq!(io.reads, segments + s.header_reads - s0.header_reads);
+    }
+    assert!(probed >= 100, "only {probed} lookups read a segment");
+    tree.verify().unwrap();
+}
+
+#[test]
 fn child_covered_by_a_range_delete_is_dropped_unread() {
     // Height 1: a root over leaves, so the root's buffers flush into leaves.
     let cfg = Config {

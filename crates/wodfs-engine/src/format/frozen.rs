@@ -11,7 +11,7 @@
 //! cold point query spend most of its time in malloc and free.
 
 use super::bytes::{varint_len, Dec, DecResult, Enc};
-use super::partition::{read_msg, OpRef, PART_BASEMENT, PART_BUFFER};
+use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
 use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
@@ -262,16 +262,6 @@ impl FrozenPoints {
                 op: op.to_op(),
             })
             .collect()
-    }
-
-    /// Whether entry `i`'s oldest message is an insert or a delete (then
-    /// its value does not depend on anything older), without decoding
-    /// the rest.
-    pub fn first_is_total(&self, i: usize) -> bool {
-        let mut d = Dec::new(self.encoded_messages(i));
-        // Validated by `parse`: at least one well-formed message.
-        d.count("messages of a key").is_ok()
-            && read_msg(&mut d).is_ok_and(|(_, op)| matches!(op, OpRef::Insert(_) | OpRef::Delete))
     }
 
     /// Index of the first key `>= key`.

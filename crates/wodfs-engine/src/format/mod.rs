@@ -6,12 +6,13 @@ pub(crate) mod bytes;
 pub(crate) mod frozen;
 pub(crate) mod node;
 pub(crate) mod partition;
+pub(crate) mod segments;
 pub(crate) mod superblock;
 pub(crate) mod table;
 
 /// The format version this build writes and reads. Bump on any layout
 /// change and log it in `docs/format.md`.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// crc32c of `data`.
 pub(crate) fn checksum(data: &[u8]) -> u32 {

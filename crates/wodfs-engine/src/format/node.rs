@@ -10,6 +10,7 @@ use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
     compress, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
 };
+use super::segments;
 use crate::basement::Basement;
 use crate::bloom::{Bloom, BufferSummary};
 use crate::buffer::MsgBuffer;
@@ -53,12 +54,20 @@ impl NodeImage {
     }
 }
 
-/// Serializes a fully loaded node.
-pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression) -> NodeImage {
+/// Serializes a fully loaded node. A buffer larger than `segment_bytes`
+/// is stored in segments of about that size (`format::segments`).
+pub(crate) fn encode_node(
+    node: &Node,
+    block: BlockNum,
+    compression: Compression,
+    segment_bytes: usize,
+) -> NodeImage {
     let mut kinds = Vec::with_capacity(node.parts.len());
     let mut stored = Vec::with_capacity(node.parts.len());
+    let mut segment_dirs = Vec::new();
     for slot in &node.parts {
         let mut e = Enc::with_capacity(slot.data.get().map_or(0, Part::bytes) + 16);
+        let mut cuts = Vec::new();
         match slot
             .data
             .get()
@@ -70,12 +79,19 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
             }
             Part::Buffer(b) => {
                 kinds.push(PART_BUFFER);
-                encode_buffer(b, &mut e);
+                cuts = encode_buffer(b, &mut e, segment_bytes.max(1));
             }
         }
         let raw_len = e.buf.len() as u32;
-        let (codec, bytes) = compress(e.buf, compression);
-        stored.push((raw_len, codec, bytes));
+        if cuts.len() > 1 {
+            let (bytes, segments) = segments::split(e.buf, &cuts, compression);
+            stored.push((raw_len, segments::CODEC_SEGMENTS, bytes));
+            segment_dirs.push(segments);
+        } else {
+            let (codec, bytes) = compress(e.buf, compression);
+            stored.push((raw_len, codec, bytes));
+            segment_dirs.push(Vec::new());
+        }
     }
 
     let mut h = Enc::with_capacity(256);
@@ -100,7 +116,7 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
     let mut summaries = Enc::default();
     let mut kept = Vec::new();
     if node.height > 0 {
-        for slot in &node.parts {
+        for (slot, segments) in node.parts.iter().zip(segment_dirs) {
             let Some(Part::Buffer(b)) = slot.data.get() else {
                 continue;
             };
@@ -108,9 +124,11 @@ pub(crate) fn encode_node(node: &Node, block: BlockNum, compression: Compression
             let f = Bloom::build(b.key_count(), b.keys());
             summaries.u8(f.probes);
             summaries.bytes(&f.bits);
+            segments::encode_dir(&segments, &mut summaries);
             kept.push(std::sync::Arc::new(crate::bloom::BufferSummary {
                 has_ranges: !b.ranges.is_empty(),
                 filter: f,
+                segments,
             }));
         }
     }
@@ -248,6 +266,7 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     }
     if height > 0 {
         for slot in &mut parts {
+            let loc = slot.disk.expect("set above");
             let has_ranges = match d.u8("buffer flags")? {
                 0 => false,
                 1 => true,
@@ -258,9 +277,11 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
                 return Err(format!("filter with {probes} probes"));
             }
             let bits = d.bytes("filter", 1 << 24)?.to_vec();
+            let segments = segments::decode_dir(&mut d, &loc)?;
             slot.summary = Some(std::sync::Arc::new(BufferSummary {
                 has_ranges,
                 filter: Bloom { bits, probes },
+                segments,
             }));
         }
     }
@@ -275,17 +296,28 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     })
 }
 
-/// Verifies and decodes one partition's stored bytes.
+/// Verifies and decodes one partition's stored bytes. `summary` is what
+/// the node's header says of it (a buffer's: it names a segmented
+/// buffer's pieces).
 pub(crate) fn decode_part<'s>(
     stored: impl Into<std::borrow::Cow<'s, [u8]>>,
     loc: &PartLoc,
     leaf: bool,
+    summary: Option<&BufferSummary>,
 ) -> DecResult<Part> {
     let stored = stored.into();
     if checksum(&stored) != loc.crc {
         return Err("partition checksum mismatch".into());
     }
-    let raw = decompress(stored, loc.codec, loc.raw_len as usize)?;
+    let raw = if loc.codec == segments::CODEC_SEGMENTS && !leaf {
+        let pieces = summary.map_or(&[][..], |s| s.segments.as_slice());
+        if pieces.is_empty() {
+            return Err("segmented buffer without a segment directory".into());
+        }
+        segments::join(&stored, pieces, loc.raw_len as usize)?
+    } else {
+        decompress(stored, loc.codec, loc.raw_len as usize)?
+    };
     // Kept frozen: searched in place until the writer changes it.
     if leaf {
         Ok(Part::Basement(Basement::from_frozen(

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use super::bytes::{Dec, DecResult, Enc};
 use super::frozen::{FrozenBasement, FrozenPoints};
+use super::segments::Cut;
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::config::Compression;
@@ -37,21 +38,36 @@ pub(crate) fn decode_basement(buf: &[u8]) -> DecResult<Basement> {
     Ok(b)
 }
 
-pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc) {
+/// Encodes a buffer and returns where its encoding may be cut into
+/// segments of at least `every` bytes (see `format::segments`): the first
+/// key's entry, then each key's entry that starts `every` or more bytes
+/// after the previous cut. Empty for a buffer without point messages.
+pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc, every: usize) -> Vec<Cut> {
+    let start = e.len();
     encode_ranges(&b.ranges, e);
     e.varint(b.key_count() as u64);
+    let mut cuts: Vec<Cut> = Vec::new();
+    let mut cut_before = |e: &Enc, k: &[u8]| {
+        let at = e.len() - start;
+        if cuts.last().is_none_or(|c| at - c.0 >= every) {
+            cuts.push((at, k.to_vec()));
+        }
+    };
     if let Some(lists) = b.frozen_encoded() {
         // Unchanged point messages: copy each key's encoded list.
         for (k, encoded) in lists {
+            cut_before(e, k);
             e.bytes(k);
             e.raw(encoded);
         }
-        return;
+    } else {
+        for (k, list) in b.iter_points() {
+            cut_before(e, k);
+            e.bytes(k);
+            encode_msgs(&list, e);
+        }
     }
-    for (k, list) in b.iter_points() {
-        e.bytes(k);
-        encode_msgs(&list, e);
-    }
+    cuts
 }
 
 /// A buffer's kind byte and range deletes: everything before its point

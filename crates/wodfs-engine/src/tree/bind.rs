@@ -405,7 +405,8 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
         .ok_or_else(|| bad("partition without a place".into()))?;
     let mut stored = vec![0u8; loc.stored_len as usize];
     env.read(offset + u64::from(loc.offset), &mut stored)?;
-    match crate::format::node::decode_part(stored, &loc, node.is_leaf()).map_err(bad)? {
+    let summary = node.parts[i].summary.as_deref();
+    match crate::format::node::decode_part(stored, &loc, node.is_leaf(), summary).map_err(bad)? {
         Part::Basement(bm) => bm
             .get(rel)
             .map(<[u8]>::to_vec)

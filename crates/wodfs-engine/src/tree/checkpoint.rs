@@ -52,7 +52,10 @@ impl State {
             .into_iter()
             .map(|b| {
                 let entry = self.cache.peek(b).expect("listed just now");
-                (b, encode_node(&entry.node, b, env.cfg.compression))
+                (
+                    b,
+                    encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes),
+                )
             })
             .collect();
         let mut trial = self.table.space.clone();

@@ -10,7 +10,7 @@ use super::state::{Env, State};
 use super::write::child_bounds;
 use crate::buffer::Msgs;
 use crate::error::{Error, Result};
-use crate::msg::apply_all;
+use crate::msg::{apply_all, PointMsg};
 use crate::node::Part;
 use crate::table::BlockNum;
 
@@ -68,7 +68,9 @@ struct Level {
 impl State {
     /// The value of `key`, reading at most one partition per level.
     pub fn get(&self, env: Env<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut levels: Vec<Level> = Vec::with_capacity(self.height as usize);
+        // Per buffer on the path that holds something for the key, from
+        // the root down: does a range delete cover it, and its messages.
+        let mut found: Vec<(bool, Vec<PointMsg>)> = Vec::new();
         let mut b = self.root;
         let mut expect_prefix: Vec<u8> = Vec::new();
         let value = loop {
@@ -91,41 +93,46 @@ impl State {
             // whether it can hold anything for this key; most cannot.
             let needed = slot.data.get().is_some()
                 || slot.summary.as_ref().is_none_or(|s| s.may_affect(rel));
-            // A buffer holding an insert or delete of the key, or a range
-            // delete over it, decides the value: nothing below is older
-            // than it can matter, so the descent stops (no leaf read).
-            let decided = needed
-                && match self.part(env, b, &entry, i)? {
-                    Part::Buffer(buf) => buf.decides(rel),
-                    Part::Basement(_) => false,
+            if needed {
+                let probed = match slot.data.get() {
+                    Some(_) => None,
+                    None => self.probe_buffer(env, b, &entry, i, rel)?,
                 };
+                let (covered, msgs) = match probed {
+                    Some(msgs) => (false, msgs),
+                    None => match self.part(env, b, &entry, i)? {
+                        Part::Buffer(buf) => {
+                            let (covered, msgs) = buf.lookup(rel);
+                            (covered, msgs.into_owned())
+                        }
+                        Part::Basement(_) => {
+                            return Err(Error::corrupt(
+                                "node",
+                                0,
+                                format!("block {b} holds no buffer"),
+                            ))
+                        }
+                    },
+                };
+                // An insert or delete of the key, or a range delete over
+                // it, decides the value: nothing below is older than it
+                // can matter, so the descent stops (no leaf read).
+                let decided = covered || msgs.first().is_some_and(|m| m.op.is_blind_total());
+                found.push((covered, msgs));
+                if decided {
+                    break None;
+                }
+            }
             let edge = &entry.node.children[i];
             expect_prefix = concat(&entry.node.prefix, &edge.lift);
-            let next = edge.child;
-            if needed {
-                levels.push(Level {
-                    entry,
-                    block: b,
-                    child: i,
-                });
-            }
-            if decided {
-                break None;
-            }
-            b = next;
+            b = edge.child;
         };
-        let mut value = value;
-        for lv in levels.iter().rev() {
-            let Some(Part::Buffer(buf)) = lv.entry.node.parts[lv.child].data.get() else {
-                return Err(Error::corrupt(
-                    "node",
-                    0,
-                    format!("block {} holds no buffer", lv.block),
-                ));
-            };
-            value = buf.apply_to(&key[lv.entry.node.prefix.len()..], value);
-        }
-        Ok(value)
+        Ok(found
+            .into_iter()
+            .rev()
+            .fold(value, |value, (covered, msgs)| {
+                apply_all(if covered { None } else { value }, &msgs)
+            }))
     }
 
     /// The path to the leaf holding `from`, that leaf fully loaded, and the

@@ -10,7 +10,8 @@ use super::stats::Stats;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::format::node::{decode_header, decode_part};
-use crate::msg::Msn;
+use crate::format::segments;
+use crate::msg::{Msn, PointMsg};
 use crate::node::{Node, Part};
 use crate::table::{BlockNum, BlockTable};
 
@@ -176,14 +177,59 @@ impl State {
         let mut buf = vec![0u8; loc.stored_len as usize];
         env.read_partition(addr, &mut buf)?;
         env.stats.add_partition_read();
-        let part = decode_part(buf, &loc, entry.node.is_leaf()).map_err(|d| {
-            Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
-        })?;
+        let part =
+            decode_part(buf, &loc, entry.node.is_leaf(), slot.summary.as_deref()).map_err(|d| {
+                Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
+            })?;
         let added = part.mem_bytes() + 64;
         if slot.data.set(part).is_ok() {
             self.cache.grew(b, entry, added);
         }
         Ok(slot.data.get().expect("just set"))
+    }
+
+    /// `key`'s messages in buffer `i` of a cached node whose buffer is not
+    /// loaded, read from the one segment that can hold them and not
+    /// cached; `None` when the buffer is not segmented or holds range
+    /// deletes (then the caller loads it whole).
+    pub fn probe_buffer(
+        &self,
+        env: Env<'_>,
+        b: BlockNum,
+        entry: &CacheEntry,
+        i: usize,
+        key: &[u8],
+    ) -> Result<Option<Vec<PointMsg>>> {
+        let slot = &entry.node.parts[i];
+        let (Some(loc), Some(summary)) = (slot.disk, slot.summary.as_deref()) else {
+            return Ok(None);
+        };
+        if summary.segments.is_empty() || summary.has_ranges {
+            return Ok(None);
+        }
+        let Some(j) = segments::find(&summary.segments, key) else {
+            return Ok(Some(Vec::new()));
+        };
+        let seg = &summary.segments[j];
+        let base = self
+            .table
+            .get(b)
+            .and_then(|e| e.loc)
+            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?
+            .offset;
+        let addr = base + u64::from(loc.offset) + u64::from(seg.offset);
+        let mut buf = vec![0u8; seg.stored_len as usize];
+        env.read_partition(addr, &mut buf)?;
+        env.stats.add_segment_read();
+        segments::messages_of(buf, &summary.segments, j, key)
+            .map(Some)
+            .map_err(|d| {
+                Error::corrupt(
+                    "partition",
+                    addr,
+                    format!("block {b} buffer {i} segment {j}: {d}"),
+                )
+            })
     }
 
     /// Takes a node out of the cache for modification, fully loaded (all
@@ -228,13 +274,14 @@ impl State {
             })?;
             let s = (u64::from(loc.offset) - first) as usize;
             let stored = &buf[s..s + loc.stored_len as usize];
-            let part = decode_part(stored, &loc, leaf).map_err(|d| {
-                Error::corrupt(
-                    "partition",
-                    x.offset + u64::from(loc.offset),
-                    format!("block {b} partition {i}: {d}"),
-                )
-            })?;
+            let part =
+                decode_part(stored, &loc, leaf, node.parts[i].summary.as_deref()).map_err(|d| {
+                    Error::corrupt(
+                        "partition",
+                        x.offset + u64::from(loc.offset),
+                        format!("block {b} partition {i}: {d}"),
+                    )
+                })?;
             let _ = node.parts[i].data.set(part);
         }
         Ok(node)

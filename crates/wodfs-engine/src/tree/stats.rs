@@ -23,6 +23,7 @@ macro_rules! counters {
 counters! {
     header_reads: "Node headers read from the device.",
     partition_reads: "Single partitions read from the device.",
+    segment_reads: "Pieces of segmented buffers read alone by point queries (not cached).",
     node_reads: "Whole-node reads (all missing partitions in one request).",
     node_writes: "Nodes written (redirect-on-write).",
     node_bytes_written: "Bytes of nodes written.",
@@ -47,6 +48,9 @@ impl Stats {
     }
     pub fn add_partition_read(&self) {
         self.partition_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_segment_read(&self) {
+        self.segment_reads.fetch_add(1, Relaxed);
     }
     pub fn add_node_read(&self) {
         self.node_reads.fetch_add(1, Relaxed);

@@ -719,7 +719,7 @@ impl State {
         b: BlockNum,
         node: &Node,
     ) -> Result<(Extent, crate::format::node::NodeImage)> {
-        let image = encode_node(node, b, env.cfg.compression);
+        let image = encode_node(node, b, env.cfg.compression, env.cfg.partition_bytes);
         let x = self.place_image(env, b, &image)?;
         Ok((x, image))
     }

@@ -202,7 +202,8 @@ impl Tree {
         let mut jobs: Vec<Job> = entries
             .into_iter()
             .map(|(b, entry)| {
-                let image = encode_node(&entry.node, b, env.cfg.compression);
+                let image =
+                    encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes);
                 Job {
                     b,
                     entry,
