@@ -269,6 +269,37 @@ impl MsgBuffer {
         self.recount();
     }
 
+    /// Drops the first `n` bytes of every key (a longer frame prefix below:
+    /// a flush into a child with a lift). Keys keep their order, and each
+    /// is shortened where it lies: no allocation per key.
+    pub fn strip_key_prefix(&mut self, n: usize) {
+        let old = std::mem::take(self.open());
+        self.points = Points::Open(
+            old.into_iter()
+                .map(|(mut k, v)| {
+                    k.drain(..n);
+                    (k, v)
+                })
+                .collect(),
+        );
+        self.ranges.map_keys(|k| k[n..].to_vec());
+        self.recount();
+    }
+
+    /// Adds a key's messages, oldest first, each newer than everything in
+    /// the buffer for `key` (a flush from above): the key is moved in, not
+    /// copied per message.
+    pub fn put_points(&mut self, key: Vec<u8>, list: Vec<PointMsg>) {
+        let mut list = list.into_iter();
+        let Some(last) = list.next_back() else {
+            return;
+        };
+        for m in list {
+            self.put_point(key.clone(), m);
+        }
+        self.put_point(key, last);
+    }
+
     /// Rewrites every key with `f` (a change of frame prefix).
     pub fn map_keys(&mut self, mut f: impl FnMut(&[u8]) -> Vec<u8>) {
         let old = std::mem::take(self.open());

@@ -116,8 +116,9 @@ impl State {
             let mut buf = MsgBuffer::default();
             let n = msgs.len();
             for m in msgs {
-                if let Msg::Point { key, msg } = m {
-                    buf.put_point(key[node.prefix.len()..].to_vec(), msg);
+                if let Msg::Point { mut key, msg } = m {
+                    key.drain(..node.prefix.len());
+                    buf.put_point(key, msg);
                 }
             }
             // A few messages open their basements; a run merges into them.
@@ -127,11 +128,10 @@ impl State {
         }
         let mut msgs = msgs.into_iter().peekable();
         while let Some(m) = msgs.next() {
-            let Msg::Point { key, msg } = m else {
+            let Msg::Point { mut key, msg } = m else {
                 continue;
             };
-            let rel = &key[node.prefix.len()..];
-            let i = node.part_index(rel);
+            let i = node.part_index(&key[node.prefix.len()..]);
             let child = node.children[i].child;
             if node.buffer(i).is_empty() && self.cache.is_cheap_target(child) {
                 let cb = child_bounds(&node, bounds, i);
@@ -148,8 +148,9 @@ impl State {
                 let splits = self.push_points(env, child, &cb, group)?;
                 self.integrate(&mut node, bounds, i, splits);
             } else {
-                let rel = rel.to_vec();
-                node.buffer_mut(i).put_point(rel, msg);
+                // Relative to this node's frame, shortened in place.
+                key.drain(..node.prefix.len());
+                node.buffer_mut(i).put_point(key, msg);
                 self.flush_while_over(env, &mut node, bounds)?;
             }
         }
@@ -323,7 +324,7 @@ impl State {
         let cprefix = cb.frame();
         let lift_len = cprefix.len() - node.prefix.len();
         if lift_len > 0 {
-            buf.map_keys(|k| k[lift_len..].to_vec());
+            buf.strip_key_prefix(lift_len);
         }
         let (rlo, rhi) = relative(&cb, &cprefix);
         if buf.ranges.covers(&rlo, rhi.as_deref()) {
@@ -361,9 +362,7 @@ impl State {
         // copy the whole buffer each time (tried: no faster).
         for (k, list) in buf.take_points() {
             let j = node.part_index(&k);
-            for m in list {
-                node.buffer_mut(j).put_point(k.clone(), m);
-            }
+            node.buffer_mut(j).put_points(k, list);
         }
         self.flush_while_over(env, &mut node, bounds)?;
         self.finish_internal(env, b, node, bounds)
