@@ -46,6 +46,7 @@ mod buffer;
 mod config;
 mod error;
 mod format;
+mod int_hash;
 mod msg;
 mod node;
 mod range_index;

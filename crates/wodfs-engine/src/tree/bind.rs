@@ -132,7 +132,7 @@ impl LeafPath {
 /// The first pass's answers by insert `(lsn, op)`, indexed before the
 /// locked pass takes the lock.
 #[derive(Default)]
-pub(crate) struct Prepared(std::collections::HashMap<(u64, u32), (BlockNum, u64)>);
+pub(crate) struct Prepared(crate::int_hash::IntMap<(u64, u32), (BlockNum, u64)>);
 
 impl Prepared {
     pub fn new(found: &[Found]) -> Prepared {

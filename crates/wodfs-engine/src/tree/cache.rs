@@ -7,12 +7,12 @@
 //! Accounting is by `Node::mem_bytes`, updated on every put and partition
 //! load; eviction runs between operations (see `State::evict`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::int_hash::IntMap;
 use crate::node::Node;
 use crate::table::BlockNum;
 
@@ -53,7 +53,7 @@ impl Clone for CacheEntry {
 
 #[derive(Debug, Default)]
 pub(crate) struct Cache {
-    map: Mutex<HashMap<BlockNum, Arc<CacheEntry>>>,
+    map: Mutex<IntMap<BlockNum, Arc<CacheEntry>>>,
     bytes: AtomicUsize,
     dirty_bytes: AtomicUsize,
     clock: AtomicU64,

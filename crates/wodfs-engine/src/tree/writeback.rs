@@ -20,7 +20,7 @@
 //! whatever is still dirty; and a sync, which writes the nodes holding
 //! the values it is about to bind.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -30,6 +30,7 @@ use super::cache::CacheEntry;
 use super::Tree;
 use crate::error::Result;
 use crate::format::node::encode_node;
+use crate::int_hash::IntMap;
 use crate::table::{BlockNum, Extent};
 
 /// Nodes the write-back thread takes per round trip of the lock: one, so
@@ -110,7 +111,7 @@ pub(crate) struct Queued {
     /// The running thread's queue; `None`: eviction writes inline.
     pub queue: Option<Arc<Queue>>,
     /// Blocks queued and not yet committed, with their size when queued.
-    blocks: HashMap<BlockNum, usize>,
+    blocks: IntMap<BlockNum, usize>,
     /// Sum of those sizes: dirty bytes eviction no longer has to act on.
     pub bytes: usize,
     /// Eviction found the queue full and left the cache over its budget:
