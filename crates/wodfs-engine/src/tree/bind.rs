@@ -129,19 +129,46 @@ impl LeafPath {
     }
 }
 
-/// The first pass's answers by insert `(lsn, op)`, indexed before the
-/// locked pass takes the lock.
+/// The first pass's answers by insert `(lsn, op)`, sorted before the
+/// locked pass takes the lock. The locked pass asks in the same order the
+/// pending inserts are listed, which is the order the first pass answered
+/// in, so a cursor finds nearly every answer where the last one ended (a
+/// hash map of one entry per insert cost a tenth of a sequential stream's
+/// profile).
 #[derive(Default)]
-pub(crate) struct Prepared(crate::int_hash::IntMap<(u64, u32), (BlockNum, u64)>);
+pub(crate) struct Prepared(Vec<((u64, u32), (BlockNum, u64))>);
 
 impl Prepared {
     pub fn new(found: &[Found]) -> Prepared {
-        Prepared(
-            found
-                .iter()
-                .map(|f| ((f.lsn, f.op), (f.block, f.version)))
-                .collect(),
-        )
+        let mut answers: Vec<_> = found
+            .iter()
+            .map(|f| ((f.lsn, f.op), (f.block, f.version)))
+            .collect();
+        // Stable: of two answers for one insert (the pending list shifted
+        // between two rounds of the first pass), the later one is kept.
+        answers.sort_by_key(|a| a.0);
+        let mut kept: Vec<((u64, u32), (BlockNum, u64))> = Vec::with_capacity(answers.len());
+        for a in answers {
+            match kept.last_mut() {
+                Some(last) if last.0 == a.0 => *last = a,
+                _ => kept.push(a),
+            }
+        }
+        Prepared(kept)
+    }
+
+    /// The answer for insert `key`, looking first at `*cursor` and leaving
+    /// it after the answer.
+    fn get(&self, key: (u64, u32), cursor: &mut usize) -> Option<(BlockNum, u64)> {
+        if self.0.get(*cursor).is_none_or(|a| a.0 != key) {
+            *cursor = self.0.partition_point(|a| a.0 < key);
+        }
+        let &(found, answer) = self.0.get(*cursor)?;
+        if found != key {
+            return None;
+        }
+        *cursor += 1;
+        Some(answer)
     }
 }
 
@@ -280,8 +307,9 @@ impl State {
         // The last answer: a stream's inserts come in runs prepared on one
         // node version, and nothing here changes the cache.
         let mut last: Option<((BlockNum, u64), bool)> = None;
+        let mut cursor = 0;
         let mut good = |st: &State, u: &Unbound| {
-            let &(block, version) = prepared.0.get(&(u.lsn, u.op))?;
+            let (block, version) = prepared.get((u.lsn, u.op), &mut cursor)?;
             let unchanged = match last {
                 Some((asked, unchanged)) if asked == (block, version) => unchanged,
                 _ => {
@@ -415,5 +443,42 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
             Some(PointOp::Insert(v)) => Ok(v.clone()),
             _ => Err(bad("bound key has no whole value".into())),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(lsn: u64, op: u32, block: BlockNum) -> Found {
+        Found {
+            lsn,
+            op,
+            block,
+            version: lsn,
+        }
+    }
+
+    /// Answers found in any order, one insert answered twice: asked in
+    /// order, out of order or for an insert nobody answered, the cursor
+    /// gives what a map would.
+    #[test]
+    fn prepared_answers_as_a_map_would() {
+        let prepared = Prepared::new(&[
+            found(10, 0, 1),
+            found(10, 1, 1),
+            found(30, 0, 3),
+            found(20, 0, 2),
+            found(10, 1, 9),
+        ]);
+        let mut cursor = 0;
+        let mut ask = |lsn, op| prepared.get((lsn, op), &mut cursor).map(|a| a.0);
+        assert_eq!(ask(10, 0), Some(1));
+        assert_eq!(ask(10, 1), Some(9), "the later answer");
+        assert_eq!(ask(15, 0), None);
+        assert_eq!(ask(20, 0), Some(2));
+        assert_eq!(ask(10, 0), Some(1), "asked again, behind the cursor");
+        assert_eq!(ask(30, 0), Some(3));
+        assert_eq!(ask(31, 0), None);
     }
 }
