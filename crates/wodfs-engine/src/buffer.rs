@@ -75,6 +75,29 @@ impl MsgBuffer {
         b
     }
 
+    /// A buffer of point messages in commit order. A run in strictly
+    /// increasing key order (a sequential stream skipping down to a leaf)
+    /// is built in one pass, without a search per key; anything else goes
+    /// through [`MsgBuffer::put_point`] one message at a time.
+    pub fn from_points(points: Vec<(Vec<u8>, PointMsg)>) -> Self {
+        let mut b = MsgBuffer::default();
+        if !points.windows(2).all(|w| w[0].0 < w[1].0) {
+            for (key, msg) in points {
+                b.put_point(key, msg);
+            }
+            return b;
+        }
+        // One message per key and no range delete: each key's list is just
+        // its message, as `put_point` would leave it.
+        b.point_msgs = points.len();
+        b.bytes = points
+            .iter()
+            .map(|(k, m)| k.len() + KEY_OVERHEAD_BYTES + m.encoded_bytes())
+            .sum();
+        b.points = Points::Open(points.into_iter().map(|(k, m)| (k, vec![m])).collect());
+        b
+    }
+
     /// The point messages as a map, opening a frozen buffer first.
     fn open(&mut self) -> &mut PointMap {
         if let Points::Frozen(f) = &self.points {
@@ -554,6 +577,39 @@ mod tests {
         let before = b.bytes();
         b.recount();
         assert_eq!(before, b.bytes());
+    }
+
+    /// A sorted run and the same messages put one by one make equal
+    /// buffers with equal accounting; an unsorted run still folds.
+    #[test]
+    fn from_points_matches_put_point() {
+        let msg = |i: u64| {
+            let op = match i % 3 {
+                0 => PointOp::Insert(vec![i as u8; 7]),
+                1 => PointOp::Delete,
+                _ => PointOp::Patch {
+                    offset: 2,
+                    data: vec![1],
+                },
+            };
+            pm(i, op)
+        };
+        let sorted: Vec<(Vec<u8>, PointMsg)> = (0..50u64)
+            .map(|i| (format!("k{i:03}").into_bytes(), msg(i)))
+            .collect();
+        let shuffled: Vec<(Vec<u8>, PointMsg)> = (0..50u64)
+            .map(|i| (format!("k{:03}", i * 7 % 20).into_bytes(), msg(i)))
+            .collect();
+        for points in [sorted, shuffled] {
+            let mut one_by_one = MsgBuffer::default();
+            for (k, m) in points.clone() {
+                one_by_one.put_point(k, m);
+            }
+            let built = MsgBuffer::from_points(points);
+            assert_eq!(built, one_by_one);
+            assert_eq!(built.bytes(), one_by_one.bytes());
+            assert_eq!(built.message_count(), one_by_one.message_count());
+        }
     }
 
     #[test]

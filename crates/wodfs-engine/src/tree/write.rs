@@ -113,14 +113,18 @@ impl State {
             .max_msn
             .max(msgs.iter().map(Msg::msn).max().unwrap_or(0));
         if node.is_leaf() {
-            let mut buf = MsgBuffer::default();
             let n = msgs.len();
-            for m in msgs {
-                if let Msg::Point { mut key, msg } = m {
-                    key.drain(..node.prefix.len());
-                    buf.put_point(key, msg);
-                }
-            }
+            let buf = MsgBuffer::from_points(
+                msgs.into_iter()
+                    .filter_map(|m| match m {
+                        Msg::Point { mut key, msg } => {
+                            key.drain(..node.prefix.len());
+                            Some((key, msg))
+                        }
+                        Msg::Range { .. } => None,
+                    })
+                    .collect(),
+            );
             // A few messages open their basements; a run merges into them.
             let how = if n < 16 { Apply::Open } else { Apply::Merge };
             apply_to_leaf(&mut node, buf, how);
