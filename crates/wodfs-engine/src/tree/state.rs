@@ -148,6 +148,15 @@ impl State {
         Ok(node)
     }
 
+    /// Where node `b`'s extent starts on the device.
+    fn extent_offset(&self, b: BlockNum) -> Result<u64> {
+        self.table
+            .get(b)
+            .and_then(|e| e.loc)
+            .map(|x| x.offset)
+            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))
+    }
+
     /// Partition `i` of a cached node, loading it if needed.
     pub fn part<'e>(
         &self,
@@ -167,12 +176,7 @@ impl State {
                 format!("block {b} partition {i} has no place"),
             )
         })?;
-        let base = self
-            .table
-            .get(b)
-            .and_then(|e| e.loc)
-            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?
-            .offset;
+        let base = self.extent_offset(b)?;
         let addr = base + u64::from(loc.offset);
         let mut buf = vec![0u8; loc.stored_len as usize];
         env.read_partition(addr, &mut buf)?;
@@ -211,12 +215,7 @@ impl State {
             return Ok(Some(Vec::new()));
         };
         let seg = &summary.segments[j];
-        let base = self
-            .table
-            .get(b)
-            .and_then(|e| e.loc)
-            .ok_or_else(|| Error::corrupt("block pointer", 0, format!("block {b} not on disk")))?
-            .offset;
+        let base = self.extent_offset(b)?;
         let addr = base + u64::from(loc.offset) + u64::from(seg.offset);
         let mut buf = vec![0u8; seg.stored_len as usize];
         env.read_partition(addr, &mut buf)?;
@@ -249,10 +248,7 @@ impl State {
         if missing.is_empty() {
             return Ok(node);
         }
-        let x =
-            self.table.get(b).and_then(|e| e.loc).ok_or_else(|| {
-                Error::corrupt("block pointer", 0, format!("block {b} not on disk"))
-            })?;
+        let base = self.extent_offset(b)?;
         let first = node.parts[missing[0]].disk.map_or(0, |l| l.offset as u64);
         let last = missing
             .iter()
@@ -261,14 +257,14 @@ impl State {
             .max()
             .unwrap_or(first);
         let mut buf = vec![0u8; (last - first) as usize];
-        env.read(x.offset + first, &mut buf)?;
+        env.read(base + first, &mut buf)?;
         env.stats.add_node_read();
         let leaf = node.is_leaf();
         for i in missing {
             let loc = node.parts[i].disk.ok_or_else(|| {
                 Error::corrupt(
                     "partition",
-                    x.offset,
+                    base,
                     format!("block {b} partition {i} has no place"),
                 )
             })?;
@@ -278,7 +274,7 @@ impl State {
                 decode_part(stored, &loc, leaf, node.parts[i].summary.as_deref()).map_err(|d| {
                     Error::corrupt(
                         "partition",
-                        x.offset + u64::from(loc.offset),
+                        base + u64::from(loc.offset),
                         format!("block {b} partition {i}: {d}"),
                     )
                 })?;
