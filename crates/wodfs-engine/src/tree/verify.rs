@@ -234,6 +234,21 @@ impl Walk<'_> {
                         "block {b}: the header's summary of buffer {j} misses messages"
                     )));
                 }
+                // A point query trusts the segment directory to say where
+                // a key's messages are: each segment starts at a key the
+                // buffer holds, and no key lies before the first segment.
+                let misplaced = sum
+                    .segments
+                    .iter()
+                    .any(|seg| buf.lookup(&seg.first).1.is_empty())
+                    || sum.segments.first().is_some_and(|seg| {
+                        buf.keys().next().is_some_and(|k| k < seg.first.as_slice())
+                    });
+                if misplaced {
+                    return Err(bad(format!(
+                        "block {b}: the segment directory of buffer {j} does not match its keys"
+                    )));
+                }
             }
             path.push((node.prefix.clone(), buf.clone()));
             let r = self.node(node.children[j].child, height - 1, &cb, &cframe, path);
