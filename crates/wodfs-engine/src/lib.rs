@@ -189,17 +189,12 @@ pub mod fuzz {
                 for slot in &n.parts {
                     let Some(p) = slot.disk else { continue };
                     let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
-                    let raw = match slot.summary.as_deref() {
-                        Some(s) if !s.segments.is_empty() => {
-                            crate::format::segments::join(stored, &s.segments, p.raw_len as usize)
-                        }
-                        _ => crate::format::partition::decompress(
-                            stored.into(),
-                            p.codec,
-                            p.raw_len as usize,
-                        ),
-                    };
-                    if let Ok(raw) = raw {
+                    if let Ok(raw) = crate::format::node::decoded_bytes(
+                        stored.into(),
+                        &p,
+                        n.is_leaf(),
+                        slot.summary.as_deref(),
+                    ) {
                         out.push(("partition", raw));
                     }
                 }

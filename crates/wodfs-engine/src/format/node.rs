@@ -296,6 +296,24 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     })
 }
 
+/// A partition's decoded bytes from its stored ones (checksum not
+/// checked): decompressed, or a segmented buffer's pieces joined.
+pub(crate) fn decoded_bytes(
+    stored: std::borrow::Cow<'_, [u8]>,
+    loc: &PartLoc,
+    leaf: bool,
+    summary: Option<&BufferSummary>,
+) -> DecResult<Vec<u8>> {
+    if loc.codec != segments::CODEC_SEGMENTS || leaf {
+        return decompress(stored, loc.codec, loc.raw_len as usize);
+    }
+    let pieces = summary.map_or(&[][..], |s| s.segments.as_slice());
+    if pieces.is_empty() {
+        return Err("segmented buffer without a segment directory".into());
+    }
+    segments::join(&stored, pieces, loc.raw_len as usize)
+}
+
 /// Verifies and decodes one partition's stored bytes. `summary` is what
 /// the node's header says of it (a buffer's: it names a segmented
 /// buffer's pieces).
@@ -309,15 +327,7 @@ pub(crate) fn decode_part<'s>(
     if checksum(&stored) != loc.crc {
         return Err("partition checksum mismatch".into());
     }
-    let raw = if loc.codec == segments::CODEC_SEGMENTS && !leaf {
-        let pieces = summary.map_or(&[][..], |s| s.segments.as_slice());
-        if pieces.is_empty() {
-            return Err("segmented buffer without a segment directory".into());
-        }
-        segments::join(&stored, pieces, loc.raw_len as usize)?
-    } else {
-        decompress(stored, loc.codec, loc.raw_len as usize)?
-    };
+    let raw = decoded_bytes(stored, loc, leaf, summary)?;
     // Kept frozen: searched in place until the writer changes it.
     if leaf {
         Ok(Part::Basement(Basement::from_frozen(

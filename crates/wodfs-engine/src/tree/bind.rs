@@ -147,14 +147,14 @@ impl Prepared {
         // Stable: of two answers for one insert (the pending list shifted
         // between two rounds of the first pass), the later one is kept.
         answers.sort_by_key(|a| a.0);
-        let mut kept: Vec<((u64, u32), (BlockNum, u64))> = Vec::with_capacity(answers.len());
-        for a in answers {
-            match kept.last_mut() {
-                Some(last) if last.0 == a.0 => *last = a,
-                _ => kept.push(a),
+        answers.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                *kept = *later;
             }
-        }
-        Prepared(kept)
+            same
+        });
+        Prepared(answers)
     }
 
     /// The answer for insert `key`, looking first at `*cursor` and leaving
