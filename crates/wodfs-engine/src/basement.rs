@@ -29,6 +29,9 @@ enum Repr {
 pub(crate) struct Basement {
     repr: Repr,
     bytes: usize,
+    /// A frozen basement a few messages were merged into since it was
+    /// read (see [`Basement::apply_few`]).
+    touched: bool,
 }
 
 impl Default for Basement {
@@ -36,6 +39,7 @@ impl Default for Basement {
         Basement {
             repr: Repr::Open(BTreeMap::new()),
             bytes: 0,
+            touched: false,
         }
     }
 }
@@ -58,6 +62,7 @@ impl Basement {
         Basement {
             repr: Repr::Open(entries),
             bytes,
+            touched: false,
         }
     }
 
@@ -68,6 +73,7 @@ impl Basement {
         Basement {
             repr: Repr::Frozen(f),
             bytes,
+            touched: false,
         }
     }
 
@@ -237,6 +243,24 @@ impl Basement {
         }
         let merged = FrozenBasement::build(out.iter().map(|(k, v)| (*k, v.as_ref())));
         *self = Basement::from_frozen(merged);
+    }
+
+    /// [`Basement::apply_sorted`] for a message or two (a skip-down).
+    /// Opening a frozen basement costs two allocations per entry (and as
+    /// many frees when it is unloaded); a merge copies it once. The first
+    /// small write since the basement was read is merged, since under
+    /// random inserts it is usually the only one; a second one opens it,
+    /// since a stream or a hot key range will bring more, and a map takes
+    /// each in O(log n) where a merge would copy the basement every time.
+    pub fn apply_few(&mut self, msgs: &[(Vec<u8>, Vec<PointMsg>)], ranges: &RangeIndex) {
+        let frozen = matches!(self.repr, Repr::Frozen(_));
+        if frozen && !self.touched {
+            self.apply_sorted(msgs, ranges);
+            self.touched = true;
+        } else {
+            self.thaw();
+            self.apply_sorted(msgs, ranges);
+        }
     }
 
     /// Deletes every key in `[lo, hi)`.

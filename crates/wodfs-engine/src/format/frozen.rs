@@ -264,6 +264,19 @@ impl FrozenPoints {
             .collect()
     }
 
+    /// Entry `i`'s accounting bytes (counted as `parse` counts them, key
+    /// included) and its number of messages, without decoding values.
+    pub fn entry_accounting(&self, i: usize) -> (usize, usize) {
+        let mut d = Dec::new(self.encoded_messages(i));
+        // Validated by `parse`; the bytes never change afterwards.
+        let n = d.count("messages of a key").unwrap_or(0);
+        let bytes: usize = (0..n)
+            .map_while(|_| read_msg(&mut d).ok())
+            .map(|(_, op)| 8 + op.encoded_bytes())
+            .sum();
+        (self.key(i).len() + KEY_OVERHEAD_BYTES + bytes, n)
+    }
+
     /// Index of the first key `>= key`.
     pub fn lower_bound(&self, key: &[u8]) -> usize {
         lower_bound(&self.raw, &self.index, key)

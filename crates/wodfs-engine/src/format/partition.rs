@@ -7,7 +7,7 @@ use super::bytes::{Dec, DecResult, Enc};
 use super::frozen::{FrozenBasement, FrozenPoints};
 use super::segments::Cut;
 use crate::basement::Basement;
-use crate::buffer::MsgBuffer;
+use crate::buffer::{ListRef, MsgBuffer};
 use crate::config::Compression;
 use crate::msg::{kind, Msn, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
@@ -53,18 +53,13 @@ pub(crate) fn encode_buffer(b: &MsgBuffer, e: &mut Enc, every: usize) -> Vec<Cut
             cuts.push((at, k.to_vec()));
         }
     };
-    if let Some(lists) = b.frozen_encoded() {
-        // Unchanged point messages: copy each key's encoded list.
-        for (k, encoded) in lists {
-            cut_before(e, k);
-            e.bytes(k);
-            e.raw(encoded);
-        }
-    } else {
-        for (k, list) in b.iter_points() {
-            cut_before(e, k);
-            e.bytes(k);
-            encode_msgs(&list, e);
+    for (k, list) in b.lists() {
+        cut_before(e, k);
+        e.bytes(k);
+        match list {
+            // Unchanged since read: copied as stored.
+            ListRef::Encoded(encoded) => e.raw(encoded),
+            ListRef::Decoded(list) => encode_msgs(list, e),
         }
     }
     cuts

@@ -126,7 +126,7 @@ impl State {
                     .collect(),
             );
             // A few messages open their basements; a run merges into them.
-            let how = if n < 16 { Apply::Open } else { Apply::Merge };
+            let how = if n < 16 { Apply::Few } else { Apply::Merge };
             apply_to_leaf(&mut node, buf, how);
             return self.finish_leaf(env, b, node, bounds);
         }
@@ -176,10 +176,9 @@ impl State {
                     }
                 }
             }
-            // One message: the basement is opened (a map takes the next
-            // message of a stream in O(log n), a frozen merge would copy
-            // the basement every time).
-            apply_to_leaf(&mut node, buf, Apply::Open);
+            // One message: opens the basement when it is being written
+            // again (a stream), see `Basement::apply_few`.
+            apply_to_leaf(&mut node, buf, Apply::Few);
             return self.finish_leaf(env, b, node, bounds);
         }
         match msg {
@@ -962,10 +961,7 @@ fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) {
         let basement = node.basement_mut(j);
         match how {
             Apply::Merge => basement.apply_sorted(&points[run], &local),
-            Apply::Open => {
-                basement.thaw();
-                basement.apply_sorted(&points[run], &local);
-            }
+            Apply::Few => basement.apply_few(&points[run], &local),
         }
     }
 }
@@ -975,8 +971,8 @@ fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) {
 enum Apply {
     /// A flushed buffer: merge into frozen basements in one pass.
     Merge,
-    /// A message or two: open the basements they touch.
-    Open,
+    /// A message or two: see [`crate::basement::Basement::apply_few`].
+    Few,
 }
 
 /// All entries of a (fully loaded) leaf, in order, leaving it empty.
