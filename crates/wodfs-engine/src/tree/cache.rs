@@ -287,12 +287,23 @@ impl Cache {
         v
     }
 
-    /// Cached blocks, least recently used first.
+    /// Cached blocks in the order eviction should give them up: leaves
+    /// before internal nodes, each least recently used first. Every
+    /// query and every flush goes through internal nodes, which are few;
+    /// a leaf is revisited only when its key range is. Random inserts
+    /// (engine-compare, 48 MiB cache): 166k/s in plain LRU order, 177-179k
+    /// with leaves first, once internal nodes' buffers stayed frozen and
+    /// compact in memory (in session 11, with buffers opened into maps at
+    /// twice their size, leaves first made no difference).
     pub fn lru_order(&self) -> Vec<(BlockNum, bool)> {
         let map = self.map.lock();
         let mut v: Vec<(u64, BlockNum, bool)> = map
             .iter()
-            .map(|(b, e)| (e.last_used.load(Ordering::Relaxed), *b, e.dirty))
+            .map(|(b, e)| {
+                // Last use times count up from zero: the top bit is free.
+                let internal = u64::from(e.node.height > 0) << 63;
+                (internal | e.last_used.load(Ordering::Relaxed), *b, e.dirty)
+            })
             .collect();
         v.sort_unstable();
         v.into_iter().map(|(_, b, d)| (b, d)).collect()
