@@ -190,43 +190,6 @@ impl MsgBuffer {
         }
     }
 
-    /// The map new messages go to: the open map, or a frozen buffer's
-    /// delta. A key about to be put that a frozen base holds is moved to
-    /// the delta first (its messages decoded, unless `blind`: a total
-    /// operation about to replace them all), so the delta has all of it.
-    fn map_for(&mut self, key: &[u8], blind: bool) -> &mut PointMap {
-        match &mut self.points {
-            Points::Open(m) => m,
-            Points::Frozen(l) => {
-                if !l.delta.contains_key(key) {
-                    if let Some(i) = l.base.find(key) {
-                        let (bytes, msgs) = l.base.entry_accounting(i);
-                        l.shadowed += 1;
-                        l.shadowed_bytes += bytes;
-                        l.shadowed_msgs += msgs;
-                        let list = if blind {
-                            Vec::new()
-                        } else {
-                            l.base.messages(i)
-                        };
-                        let kept: usize = list.iter().map(PointMsg::encoded_bytes).sum();
-                        let kept_key = if list.is_empty() {
-                            0
-                        } else {
-                            key.len() + KEY_OVERHEAD_BYTES
-                        };
-                        self.bytes = self.bytes + kept + kept_key - bytes;
-                        self.point_msgs = self.point_msgs + list.len() - msgs;
-                        if !list.is_empty() {
-                            l.delta.insert(key.to_vec(), list);
-                        }
-                    }
-                }
-                &mut l.delta
-            }
-        }
-    }
-
     /// The keys in `[lo, hi)` and where each one's messages are.
     fn sources<'a>(
         &'a self,
@@ -364,7 +327,11 @@ impl MsgBuffer {
         use std::collections::btree_map::Entry;
         let covered = self.ranges.covering(&key).is_some();
         let key_bytes = key.len() + KEY_OVERHEAD_BYTES;
-        let map = self.map_for(&key, msg.op.is_blind_total());
+        // New messages go to the open map, or to a frozen buffer's delta.
+        let (map, mut layered) = match &mut self.points {
+            Points::Open(m) => (m, None),
+            Points::Frozen(l) => (&mut l.delta, Some(&l.base)),
+        };
         let (added, removed, msgs_added, msgs_removed) = match map.entry(key) {
             Entry::Occupied(mut e) => {
                 let list = e.get_mut();
@@ -375,12 +342,37 @@ impl MsgBuffer {
                 (new, old, list.len(), old_len)
             }
             Entry::Vacant(e) => {
-                let mut list = Vec::with_capacity(1);
-                fold_into(&mut list, msg, covered);
+                // A key the frozen base holds moves to the delta whole (its
+                // messages decoded, unless a total operation is about to
+                // replace them all), shadowing its base entry.
+                let shadowed = layered
+                    .take()
+                    .and_then(|base| base.find(e.key()).map(|i| (base, i)));
+                let (mut list, removed, msgs_removed) = match shadowed {
+                    Some((base, i)) => {
+                        let (bytes, msgs) = base.entry_accounting(i);
+                        let list = if msg.op.is_blind_total() {
+                            Vec::with_capacity(1)
+                        } else {
+                            base.messages(i)
+                        };
+                        (list, bytes, msgs)
+                    }
+                    None => (Vec::with_capacity(1), 0, 0),
+                };
+                let base_known = shadowed.is_some();
+                fold_into(&mut list, msg, covered && !base_known);
                 let new = key_bytes + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
                 let n = list.len();
                 e.insert(list);
-                (new, 0, n, 0)
+                if base_known {
+                    if let Points::Frozen(l) = &mut self.points {
+                        l.shadowed += 1;
+                        l.shadowed_bytes += removed;
+                        l.shadowed_msgs += msgs_removed;
+                    }
+                }
+                (new, removed, n, msgs_removed)
             }
         };
         self.bytes = self.bytes + added - removed;
