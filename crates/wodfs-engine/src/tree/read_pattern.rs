@@ -20,8 +20,15 @@
 //!
 //! Header reads are always random and are not tracked: a point query
 //! reads a node's header and then one of that node's partitions, which
-//! lies after the header but is no stream. Whole-node reads (scans,
-//! read-ahead threads) are large and always take the ordinary path.
+//! lies after the header but is no stream. Whole-node reads (flushes,
+//! scans, read-ahead threads) are tracked like partition reads. They used
+//! to take the ordinary path always, and the kernel then read as much
+//! again past each node, into whatever extent came next on disk:
+//! engine-compare's full scan read 882 MB from the device for 3.5 M
+//! records (about 430 MB of leaves), its random inserts 3.0 GB; tracked,
+//! 531 MB and 1.9 GB, and the scan ran at 4.66 M records/s instead of
+//! 3.3-4.2 M. Nodes that lie one after another on disk and are read in
+//! that order still continue each other and keep the kernel's read-ahead.
 
 use parking_lot::Mutex;
 

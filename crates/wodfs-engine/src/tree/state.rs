@@ -74,9 +74,9 @@ impl Env<'_> {
             .read_random_at(offset, buf)
             .map_err(io_error("read", offset))
     }
-    /// One partition: random unless it continues a recent partition read
-    /// (see `read_pattern`).
-    pub fn read_partition(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    /// A partition or a whole node: random unless it continues a recent
+    /// such read (see `read_pattern`).
+    pub fn read_tracked(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if self.reads.continues(offset, buf.len() as u64) {
             self.read(offset, buf)
         } else {
@@ -179,7 +179,7 @@ impl State {
         let base = self.extent_offset(b)?;
         let addr = base + u64::from(loc.offset);
         let mut buf = vec![0u8; loc.stored_len as usize];
-        env.read_partition(addr, &mut buf)?;
+        env.read_tracked(addr, &mut buf)?;
         env.stats.add_partition_read();
         let part =
             decode_part(buf, &loc, entry.node.is_leaf(), slot.summary.as_deref()).map_err(|d| {
@@ -218,7 +218,7 @@ impl State {
         let base = self.extent_offset(b)?;
         let addr = base + u64::from(loc.offset) + u64::from(seg.offset);
         let mut buf = vec![0u8; seg.stored_len as usize];
-        env.read_partition(addr, &mut buf)?;
+        env.read_tracked(addr, &mut buf)?;
         env.stats.add_segment_read();
         segments::messages_of(buf, &summary.segments, j, key)
             .map(Some)
@@ -257,7 +257,7 @@ impl State {
             .max()
             .unwrap_or(first);
         let mut buf = vec![0u8; (last - first) as usize];
-        env.read(base + first, &mut buf)?;
+        env.read_tracked(base + first, &mut buf)?;
         env.stats.add_node_read();
         let leaf = node.is_leaf();
         for i in missing {
