@@ -10,6 +10,7 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use std::borrow::Cow;
 
+use crate::buffer::ListRef;
 use crate::format::frozen::FrozenBasement;
 use crate::msg::{apply_all, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
@@ -186,14 +187,17 @@ impl Basement {
     /// deletes) and `msgs` (keys ascending, each key's list oldest first,
     /// all newer than the range covering the key). A frozen basement is
     /// merged into a new frozen one in one pass, without opening it: that
-    /// is what a flush into a leaf does to every basement it touches.
-    pub fn apply_sorted(&mut self, msgs: &[(Vec<u8>, Vec<PointMsg>)], ranges: &RangeIndex) {
+    /// is what a flush into a leaf does to every basement it touches. A
+    /// key whose messages are a lone insert or delete (most of them) is
+    /// merged without decoding its list, even when it is stored in a
+    /// frozen buffer.
+    pub fn apply_sorted(&mut self, msgs: &[(&[u8], ListRef<'_>)], ranges: &RangeIndex) {
         let Repr::Frozen(f) = &self.repr else {
             for (lo, r) in ranges.iter() {
                 self.delete_range(lo, &r.hi);
             }
             for (k, list) in msgs {
-                self.apply(k, list);
+                self.apply(k, &list.msgs());
             }
             return;
         };
@@ -202,7 +206,7 @@ impl Basement {
         let (mut i, mut m) = (0, 0);
         while i < f.len() || m < msgs.len() {
             let old_key = (i < f.len()).then(|| f.key(i));
-            let msg_key = msgs.get(m).map(|(k, _)| k.as_slice());
+            let msg_key = msgs.get(m).map(|(k, _)| *k);
             let take_old = match (old_key, msg_key) {
                 (Some(o), Some(k)) => o <= k,
                 (Some(_), None) => true,
@@ -217,26 +221,20 @@ impl Basement {
                 continue;
             }
             // A key with messages, with or without an old value.
-            let (k, list) = &msgs[m];
+            let (k, list) = msgs[m];
             m += 1;
             let had_old = take_old && !covered(k);
             if take_old {
                 i += 1;
             }
             // The common case, a lone insert or delete, needs no copy.
-            match list.as_slice() {
-                [PointMsg {
-                    op: PointOp::Insert(v),
-                    ..
-                }] => out.push((k.as_slice(), Cow::Borrowed(v.as_slice()))),
-                [PointMsg {
-                    op: PointOp::Delete,
-                    ..
-                }] => {}
-                _ => {
+            match list.lone_total() {
+                Some(Some(v)) => out.push((k, Cow::Borrowed(v))),
+                Some(None) => {}
+                None => {
                     let old = had_old.then(|| f.value(i - 1).to_vec());
-                    if let Some(v) = apply_all(old, list) {
-                        out.push((k.as_slice(), Cow::Owned(v)));
+                    if let Some(v) = apply_all(old, &list.msgs()) {
+                        out.push((k, Cow::Owned(v)));
                     }
                 }
             }
@@ -252,7 +250,7 @@ impl Basement {
     /// random inserts it is usually the only one; a second one opens it,
     /// since a stream or a hot key range will bring more, and a map takes
     /// each in O(log n) where a merge would copy the basement every time.
-    pub fn apply_few(&mut self, msgs: &[(Vec<u8>, Vec<PointMsg>)], ranges: &RangeIndex) {
+    pub fn apply_few(&mut self, msgs: &[(&[u8], ListRef<'_>)], ranges: &RangeIndex) {
         let frozen = matches!(self.repr, Repr::Frozen(_));
         if frozen && !self.touched {
             self.apply_sorted(msgs, ranges);
@@ -389,10 +387,31 @@ mod tests {
             ),
             (vec![b'z'], vec![msg(12, PointOp::Insert(vec![2]))]),
         ];
-        a.apply_sorted(&msgs, &ranges);
-        b.apply_sorted(&msgs, &ranges);
+        let c_start = a.clone();
+        let refs: Vec<(&[u8], ListRef<'_>)> = msgs
+            .iter()
+            .map(|(k, l)| (k.as_slice(), ListRef::Decoded(l)))
+            .collect();
+        a.apply_sorted(&refs, &ranges);
+        b.apply_sorted(&refs, &ranges);
         assert!(a.frozen_raw().is_some(), "the merge keeps it frozen");
         assert_eq!(a, b);
+        // The same messages as a buffer read from disk hands them over:
+        // stored, not decoded.
+        let mut buf = crate::buffer::MsgBuffer::default();
+        for (k, l) in msgs.clone() {
+            buf.put_points(k, l);
+        }
+        let mut e = crate::format::bytes::Enc::with_capacity(0);
+        crate::format::partition::encode_buffer(&buf, &mut e, usize::MAX);
+        let (_, points) = crate::format::frozen::FrozenPoints::parse(e.buf).unwrap();
+        let frozen = crate::buffer::MsgBuffer::from_frozen(RangeIndex::default(), points);
+        let stored: Vec<(&[u8], ListRef<'_>)> = frozen.lists().collect();
+        assert!(stored.iter().all(|(_, l)| matches!(l, ListRef::Encoded(_))));
+        let mut c = c_start;
+        c.apply_sorted(&stored, &ranges);
+        assert_eq!(c, a);
+        assert_eq!(c.bytes(), a.bytes());
         assert_eq!(a.bytes(), b.bytes());
         assert_eq!(a.get(&[b'k', 12]), Some(&[0, 9][..]));
         assert_eq!(a.get(&[b'k', 14]), None);

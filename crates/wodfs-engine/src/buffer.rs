@@ -91,10 +91,43 @@ impl<'a> Iterator for Merge<'a> {
     }
 }
 
-/// A key's messages for encoding: as stored in a frozen base, or decoded.
+/// A key's messages, borrowed: as stored in a frozen base (count, then
+/// messages), or decoded in a map.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum ListRef<'a> {
     Encoded(&'a [u8]),
     Decoded(&'a [PointMsg]),
+}
+
+impl<'a> ListRef<'a> {
+    /// `Some(Some(value))` for a lone insert, `Some(None)` for a lone
+    /// delete, `None` for anything else; nothing is decoded or copied.
+    pub fn lone_total(self) -> Option<Option<&'a [u8]>> {
+        match self {
+            ListRef::Encoded(e) => crate::format::frozen::lone_total(e),
+            ListRef::Decoded(
+                [PointMsg {
+                    op: PointOp::Insert(v),
+                    ..
+                }],
+            ) => Some(Some(v.as_slice())),
+            ListRef::Decoded(
+                [PointMsg {
+                    op: PointOp::Delete,
+                    ..
+                }],
+            ) => Some(None),
+            ListRef::Decoded(_) => None,
+        }
+    }
+
+    /// The messages, decoded if they are stored.
+    pub fn msgs(self) -> Msgs<'a> {
+        match self {
+            ListRef::Encoded(e) => Cow::Owned(crate::format::frozen::decode_list(e)),
+            ListRef::Decoded(l) => Cow::Borrowed(l),
+        }
+    }
 }
 
 impl Default for Points {
@@ -253,7 +286,17 @@ impl MsgBuffer {
 
     /// Keys with point messages, in order.
     pub fn keys(&self) -> Box<dyn Iterator<Item = &[u8]> + '_> {
-        Box::new(self.sources(&[], None).map(|(k, _)| k))
+        self.keys_in(&[], None)
+    }
+
+    /// Keys with point messages in `[lo, hi)`, in order, without decoding
+    /// their messages.
+    pub fn keys_in<'a>(
+        &'a self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+    ) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
+        Box::new(self.sources(lo, hi).map(|(k, _)| k))
     }
 
     /// Every key with its messages, in key order.

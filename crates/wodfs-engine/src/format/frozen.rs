@@ -11,7 +11,7 @@
 //! cold point query spend most of its time in malloc and free.
 
 use super::bytes::{varint_len, Dec, DecResult, Enc};
-use super::partition::{read_msg, PART_BASEMENT, PART_BUFFER};
+use super::partition::{read_msg, OpRef, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
 use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
@@ -252,16 +252,7 @@ impl FrozenPoints {
 
     /// The messages of entry `i`, decoded.
     pub fn messages(&self, i: usize) -> Vec<PointMsg> {
-        let mut d = Dec::new(self.encoded_messages(i));
-        // Validated by `parse`; the bytes never change afterwards.
-        let n = d.count("messages of a key").unwrap_or(0);
-        (0..n)
-            .map_while(|_| read_msg(&mut d).ok())
-            .map(|(msn, op)| PointMsg {
-                msn,
-                op: op.to_op(),
-            })
-            .collect()
+        decode_list(self.encoded_messages(i))
     }
 
     /// Entry `i`'s accounting bytes (counted as `parse` counts them, key
@@ -299,5 +290,36 @@ impl FrozenPoints {
     /// Accounting bytes of the point messages.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+/// A key's encoded message list (count, then messages, as `parse`
+/// validated it), decoded.
+pub(crate) fn decode_list(encoded: &[u8]) -> Vec<PointMsg> {
+    let mut d = Dec::new(encoded);
+    // Validated by `parse`; the bytes never change afterwards.
+    let n = d.count("messages of a key").unwrap_or(0);
+    (0..n)
+        .map_while(|_| read_msg(&mut d).ok())
+        .map(|(msn, op)| PointMsg {
+            msn,
+            op: op.to_op(),
+        })
+        .collect()
+}
+
+/// What an encoded message list does when it is one insert (`Some(Some(
+/// value))`, the value borrowed from the list) or one delete
+/// (`Some(None)`); `None` for anything else. Applying a flushed buffer to
+/// a leaf needs no decoding in these cases, which are most of them.
+pub(crate) fn lone_total(encoded: &[u8]) -> Option<Option<&[u8]>> {
+    let mut d = Dec::new(encoded);
+    if d.count("messages of a key").ok()? != 1 {
+        return None;
+    }
+    match read_msg(&mut d).ok()?.1 {
+        OpRef::Insert(v) => Some(Some(v)),
+        OpRef::Delete => Some(None),
+        _ => None,
     }
 }

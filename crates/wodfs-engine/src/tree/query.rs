@@ -258,7 +258,7 @@ impl State {
                     .overlapping(rfrom, rend)
                     .map(|(lo, r)| (concat(p, lo), concat(p, &r.hi))),
             );
-            touched.extend(buf.points_in(rfrom, rend).map(|(k, _)| concat(p, k)));
+            touched.extend(buf.keys_in(rfrom, rend).map(|k| concat(p, k)));
         }
         touched.sort_unstable();
         touched.dedup();
