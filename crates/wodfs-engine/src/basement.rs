@@ -114,6 +114,19 @@ impl Basement {
         }
     }
 
+    /// The value of `key`, for keys asked in ascending order: `*hint`
+    /// (start at 0) is where the previous answer left the search.
+    pub fn get_from(&self, key: &[u8], hint: &mut usize) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Open(m) => m.get(key).map(Vec::as_slice),
+            Repr::Frozen(f) => {
+                let i = f.lower_bound_from(key, *hint);
+                *hint = i;
+                (i < f.len() && f.key(i) == key).then(|| f.value(i))
+            }
+        }
+    }
+
     /// Whether `key` is here, looking first at entry `*hint` and leaving
     /// there the entry after the answer: keys asked in ascending order,
     /// each the one after the last (a stream being bound), are found
@@ -321,6 +334,31 @@ mod tests {
 
     fn msg(msn: Msn, op: PointOp) -> PointMsg {
         PointMsg { msn, op }
+    }
+
+    /// `get_from` answers as `get` does for keys asked in ascending order,
+    /// present or not, close together or far apart, in both forms.
+    #[test]
+    fn get_from_agrees_with_get_for_ascending_keys() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u8..100)
+            .map(|i| (vec![b'k', i * 2], vec![i; 2]))
+            .collect();
+        let frozen = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[..], &v[..])));
+        let forms = [Basement::from_frozen(frozen), Basement::from_map(entries)];
+        for b in &forms {
+            for stride in [1u8, 2, 3, 7, 30, 61, 250] {
+                let mut hint = 0;
+                let mut probe = 0u8;
+                loop {
+                    let key = [b'k', probe];
+                    assert_eq!(b.get_from(&key, &mut hint), b.get(&key), "{probe}");
+                    match probe.checked_add(stride) {
+                        Some(p) => probe = p,
+                        None => break,
+                    }
+                }
+            }
+        }
     }
 
     /// `contains_from` answers as `get` does, for keys asked in any order

@@ -137,6 +137,20 @@ impl FrozenBasement {
         (i < self.len() && self.key(i) == key).then(|| self.value(i))
     }
 
+    /// [`FrozenBasement::lower_bound`] for a key known to lie at or after
+    /// entry `from`: a galloping search from there, a few comparisons
+    /// when keys are asked in ascending order close to each other.
+    pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
+        let n = self.len();
+        let (mut lo, mut step) = (from.min(n), 1);
+        while lo + step <= n && self.key(lo + step - 1) < key {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        lo + lower_bound(&self.raw, &self.index[lo..hi], key)
+    }
+
     /// Heap bytes held.
     pub fn mem_bytes(&self) -> usize {
         self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64

@@ -274,12 +274,29 @@ impl State {
         // final values the usual way; the rest are lent as they are.
         let mut merged: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         if spans.is_empty() {
-            // Only point messages (if any): look their keys up in the leaf.
+            // Only point messages (if any): look their keys up in the
+            // leaf. They are sorted, so each search starts where the last
+            // one ended (a galloping search in the same basement) instead
+            // of searching the pivots and the basement anew: these lookups
+            // were a quarter of a cold scan's own time.
+            let leaf = &path.leaf.node;
+            let (mut j, mut hint) = (usize::MAX, 0);
             for t in &touched {
                 let rel = &t[lp.len()..];
-                let i = path.leaf.node.part_index(rel);
-                if let Some(Part::Basement(bm)) = path.leaf.node.parts[i].data.get() {
-                    if let Some(v) = bm.get(rel) {
+                let at = if j == usize::MAX {
+                    leaf.part_index(rel)
+                } else {
+                    let mut at = j;
+                    while at < leaf.pivots.len() && leaf.pivots[at].as_slice() <= rel {
+                        at += 1;
+                    }
+                    at
+                };
+                if at != j {
+                    (j, hint) = (at, 0);
+                }
+                if let Some(Part::Basement(bm)) = leaf.parts[j].data.get() {
+                    if let Some(v) = bm.get_from(rel, &mut hint) {
                         merged.push((t.clone(), v.to_vec()));
                     }
                 }
