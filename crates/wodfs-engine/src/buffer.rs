@@ -207,13 +207,12 @@ impl MsgBuffer {
         if let Points::Frozen(l) = &mut self.points {
             let mut delta = std::mem::take(&mut l.delta);
             let base = &l.base;
-            let map: PointMap = (0..base.len())
+            let mut map: PointMap = (0..base.len())
                 .filter_map(|i| {
                     let k = base.key(i);
                     (!delta.contains_key(k)).then(|| (k.to_vec(), base.messages(i)))
                 })
                 .collect();
-            let mut map = map;
             map.append(&mut delta);
             self.points = Points::Open(map);
         }
@@ -456,10 +455,13 @@ impl MsgBuffer {
             Points::Open(m) => (m, None),
             Points::Frozen(l) => (&l.delta, Some(&l.base)),
         };
-        let msgs = match (map.get(key), base.and_then(|b| b.find(key).map(|i| (b, i)))) {
-            (Some(list), _) => Cow::Borrowed(list.as_slice()),
-            (None, Some((b, i))) => Cow::Owned(b.messages(i)),
-            (None, None) => Cow::Borrowed(&[][..]),
+        // The base is searched only for a key the map does not have.
+        let msgs = match map.get(key) {
+            Some(list) => Cow::Borrowed(list.as_slice()),
+            None => match base.and_then(|b| b.find(key).map(|i| (b, i))) {
+                Some((b, i)) => Cow::Owned(b.messages(i)),
+                None => Cow::Borrowed(&[][..]),
+            },
         };
         (covered, msgs)
     }

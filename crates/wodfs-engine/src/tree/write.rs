@@ -125,7 +125,8 @@ impl State {
                     })
                     .collect(),
             );
-            // A few messages open their basements; a run merges into them.
+            // A run merges into the basements it touches; a few messages
+            // may open them instead (`Basement::apply_few`).
             let how = if n < 16 { Apply::Few } else { Apply::Merge };
             apply_to_leaf(&mut node, buf, how);
             return self.finish_leaf(env, b, node, bounds);
@@ -360,9 +361,10 @@ impl State {
         for (lo, r) in buf.ranges.iter() {
             rangecast(&mut node, lo.clone(), r.hi.clone(), r.msn);
         }
-        // Thawing a frozen child buffer once beats merging into it: the
-        // node usually stays cached for several flushes, and a merge would
-        // copy the whole buffer each time (tried: no faster).
+        // Into a frozen child buffer the messages go to its delta, not
+        // decoding what it holds; a sorted merge into a new frozen buffer
+        // would copy the whole buffer at every flush (tried earlier:
+        // no faster).
         for (k, list) in buf.take_points() {
             let j = node.part_index(&k);
             node.buffer_mut(j).put_points(k, list);
