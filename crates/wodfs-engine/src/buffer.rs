@@ -253,11 +253,13 @@ impl MsgBuffer {
         }
     }
 
-    /// The frozen base a `Source::Base` index refers to.
-    fn base(&self) -> Option<&FrozenPoints> {
-        match &self.points {
-            Points::Open(_) => None,
-            Points::Frozen(l) => Some(&l.base),
+    /// The messages a source names: a frozen base's entry as stored, or
+    /// a map's list.
+    fn list_of<'a>(&'a self, source: Source<'a>) -> ListRef<'a> {
+        match (source, &self.points) {
+            (Source::Map(l), _) => ListRef::Decoded(l),
+            (Source::Base(i), Points::Frozen(l)) => ListRef::Encoded(l.base.encoded_messages(i)),
+            (Source::Base(_), Points::Open(_)) => unreachable!("an open buffer has no base"),
         }
     }
 
@@ -307,14 +309,8 @@ impl MsgBuffer {
     /// lists as stored (count, then messages), written back without
     /// decoding them, and the others decoded.
     pub fn lists(&self) -> impl Iterator<Item = (&[u8], ListRef<'_>)> + '_ {
-        let base = self.base();
-        self.sources(&[], None).map(move |(k, s)| match s {
-            Source::Base(i) => (
-                k,
-                ListRef::Encoded(base.expect("a base index").encoded_messages(i)),
-            ),
-            Source::Map(l) => (k, ListRef::Decoded(l)),
-        })
+        self.sources(&[], None)
+            .map(move |(k, s)| (k, self.list_of(s)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -564,11 +560,10 @@ impl MsgBuffer {
         lo: &[u8],
         hi: Option<&[u8]>,
     ) -> Box<dyn Iterator<Item = (&'a [u8], Msgs<'a>)> + 'a> {
-        let base = self.base();
-        Box::new(self.sources(lo, hi).map(move |(k, s)| match s {
-            Source::Base(i) => (k, Cow::Owned(base.expect("a base index").messages(i))),
-            Source::Map(l) => (k, Cow::Borrowed(l)),
-        }))
+        Box::new(
+            self.sources(lo, hi)
+                .map(move |(k, s)| (k, self.list_of(s).msgs())),
+        )
     }
 }
 

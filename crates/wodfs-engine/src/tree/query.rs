@@ -283,15 +283,7 @@ impl State {
             let (mut j, mut hint) = (usize::MAX, 0);
             for t in &touched {
                 let rel = &t[lp.len()..];
-                let at = if j == usize::MAX {
-                    leaf.part_index(rel)
-                } else {
-                    let mut at = j;
-                    while at < leaf.pivots.len() && leaf.pivots[at].as_slice() <= rel {
-                        at += 1;
-                    }
-                    at
-                };
+                let at = leaf.part_index_near(rel, j);
                 if at != j {
                     (j, hint) = (at, 0);
                 }
