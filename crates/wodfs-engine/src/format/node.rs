@@ -8,7 +8,8 @@ use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
 use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
-    compress, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
+    compress, compress_tail, decompress, encode_basement, encode_buffer, PART_BASEMENT,
+    PART_BUFFER,
 };
 use super::segments;
 use crate::basement::Basement;
@@ -62,6 +63,9 @@ pub(crate) fn encode_node(
     compression: Compression,
     segment_bytes: usize,
 ) -> NodeImage {
+    if node.height == 0 {
+        return encode_leaf(node, block, compression);
+    }
     let mut kinds = Vec::with_capacity(node.parts.len());
     let mut stored = Vec::with_capacity(node.parts.len());
     let mut segment_dirs = Vec::new();
@@ -94,23 +98,7 @@ pub(crate) fn encode_node(
         }
     }
 
-    let mut h = Enc::with_capacity(256);
-    h.u32(NODE_MAGIC);
-    h.u16(super::FORMAT_VERSION as u16);
-    h.u8(node.height);
-    h.u8(0);
-    h.u64(block);
-    h.u64(node.max_msn);
-    h.u32(node.parts.len() as u32);
-    h.bytes(&node.prefix);
-    for p in &node.pivots {
-        h.bytes(p);
-    }
-    for edge in &node.children {
-        h.u64(edge.child);
-        h.bytes(&edge.lift);
-        h.u8(0);
-    }
+    let mut h = header_start(node, block);
     // Internal nodes: a summary of each buffer (range deletes present?
     // a Bloom filter of its keys) after the partition table.
     let mut summaries = Enc::default();
@@ -143,12 +131,7 @@ pub(crate) fn encode_node(
             codec: *codec,
             crc: checksum(bytes),
         };
-        h.u8(kinds[i]);
-        h.u32(loc.offset);
-        h.u32(loc.stored_len);
-        h.u32(loc.raw_len);
-        h.u8(loc.codec);
-        h.u32(loc.crc);
+        part_entry(&mut h, kinds[i], &loc);
         part_locs.push(loc);
         offset += bytes.len();
     }
@@ -167,6 +150,87 @@ pub(crate) fn encode_node(
         header_crc,
         part_locs,
         summaries: kept,
+    }
+}
+
+/// The header's fields before the partition table: everything but the
+/// partitions' places, lengths and checksums.
+fn header_start(node: &Node, block: BlockNum) -> Enc {
+    let mut h = Enc::with_capacity(256);
+    h.u32(NODE_MAGIC);
+    h.u16(super::FORMAT_VERSION as u16);
+    h.u8(node.height);
+    h.u8(0);
+    h.u64(block);
+    h.u64(node.max_msn);
+    h.u32(node.parts.len() as u32);
+    h.bytes(&node.prefix);
+    for p in &node.pivots {
+        h.bytes(p);
+    }
+    for edge in &node.children {
+        h.u64(edge.child);
+        h.bytes(&edge.lift);
+        h.u8(0);
+    }
+    h
+}
+
+/// One entry of the partition table.
+fn part_entry(h: &mut Enc, kind: u8, loc: &PartLoc) {
+    h.u8(kind);
+    h.u32(loc.offset);
+    h.u32(loc.stored_len);
+    h.u32(loc.raw_len);
+    h.u8(loc.codec);
+    h.u32(loc.crc);
+}
+
+/// [`encode_node`] of a leaf, in one buffer: a leaf's header has no
+/// buffer summaries, so its length is known before the partitions are
+/// encoded, and each basement is encoded (and compressed, if that pays)
+/// straight into its place after a gap left for the header. Encoding
+/// each partition into a buffer of its own and joining them copied every
+/// byte of a sequential write once more (3 % of the daemon's CPU).
+fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeImage {
+    let mut h = header_start(node, block);
+    let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + 4;
+    let parts_bytes: usize = node
+        .parts
+        .iter()
+        .map(|slot| slot.data.get().map_or(0, Part::bytes) + 16)
+        .sum();
+    let mut out = Enc::with_capacity(header_len + parts_bytes);
+    out.buf.resize(header_len, 0);
+    let mut part_locs = Vec::with_capacity(node.parts.len());
+    for slot in &node.parts {
+        let Some(Part::Basement(b)) = slot.data.get() else {
+            panic!("a leaf is fully loaded, with basements only, before it is written");
+        };
+        let start = out.len();
+        encode_basement(b, &mut out);
+        let raw_len = out.len() - start;
+        let codec = compress_tail(&mut out.buf, start, compression);
+        let loc = PartLoc {
+            offset: start as u32,
+            stored_len: (out.len() - start) as u32,
+            raw_len: raw_len as u32,
+            codec,
+            crc: checksum(&out.buf[start..]),
+        };
+        part_entry(&mut h, PART_BASEMENT, &loc);
+        part_locs.push(loc);
+    }
+    let header_crc = checksum(&h.buf);
+    h.u32(header_crc);
+    debug_assert_eq!(h.len(), header_len);
+    out.buf[..header_len].copy_from_slice(&h.buf);
+    NodeImage {
+        bytes: out.buf,
+        header_len: header_len as u32,
+        header_crc,
+        part_locs,
+        summaries: Vec::new(),
     }
 }
 
