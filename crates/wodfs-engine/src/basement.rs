@@ -98,6 +98,14 @@ impl Basement {
         }
     }
 
+    /// The largest key held, if any.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Open(m) => m.keys().next_back().map(Vec::as_slice),
+            Repr::Frozen(f) => f.len().checked_sub(1).map(|i| f.key(i)),
+        }
+    }
+
     /// Heap bytes this basement costs in memory (open: two `Vec` headers
     /// and B-tree slot overhead per entry besides the bytes themselves).
     pub fn mem_bytes(&self) -> usize {

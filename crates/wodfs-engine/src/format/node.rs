@@ -8,8 +8,7 @@ use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
 use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
-    compress, compress_tail, decompress, encode_basement, encode_buffer, PART_BASEMENT,
-    PART_BUFFER,
+    compress, compress_tail, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
 };
 use super::segments;
 use crate::basement::Basement;
