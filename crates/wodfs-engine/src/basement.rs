@@ -82,7 +82,7 @@ impl Basement {
     /// was read): they can be written back as they are.
     pub fn frozen_raw(&self) -> Option<&[u8]> {
         match &self.repr {
-            Repr::Frozen(f) => Some(f.raw()),
+            Repr::Frozen(f) => f.raw(),
             Repr::Open(_) => None,
         }
     }
@@ -96,6 +96,25 @@ impl Basement {
             Repr::Open(m) => m.len(),
             Repr::Frozen(f) => f.len(),
         }
+    }
+
+    /// Drops the first `n` bytes of every key, which all keys share (the
+    /// basement moves to a leaf whose frame prefix is `n` bytes longer).
+    /// A frozen basement keeps its bytes and only re-points its index.
+    pub fn strip_keys(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match &mut self.repr {
+            Repr::Frozen(f) => f.strip_keys(n),
+            Repr::Open(m) => {
+                *m = std::mem::take(m)
+                    .into_iter()
+                    .map(|(k, v)| (k[n..].to_vec(), v))
+                    .collect();
+            }
+        }
+        self.bytes -= n * self.len();
     }
 
     /// The largest key held, if any.
@@ -213,6 +232,29 @@ impl Basement {
     /// merged without decoding its list, even when it is stored in a
     /// frozen buffer.
     pub fn apply_sorted(&mut self, msgs: &[(&[u8], ListRef<'_>)], ranges: &RangeIndex) {
+        let pieces = self.apply_sorted_in_pieces(msgs, ranges, usize::MAX);
+        debug_assert!(pieces.is_empty());
+    }
+
+    /// [`Basement::apply_sorted`] that leaves a frozen basement no larger
+    /// than about `piece_bytes` (one entry at least): what does not fit
+    /// is returned as the basements that follow this one, each with the
+    /// pivot before it. The merge is cut into pieces as it is built, so
+    /// each byte is copied once; building one large basement and cutting
+    /// it afterwards copied a stream's bytes twice. Cut only when the
+    /// result would be larger than two pieces, as `reshape_basements`
+    /// cuts an open basement.
+    ///
+    /// Messages that all lie past the last key of a basement of at least
+    /// half a piece are built into basements of their own when they fill
+    /// half a piece themselves: a stream's next batch does not copy the
+    /// batch before it again.
+    pub fn apply_sorted_in_pieces(
+        &mut self,
+        msgs: &[(&[u8], ListRef<'_>)],
+        ranges: &RangeIndex,
+        piece_bytes: usize,
+    ) -> Vec<(Vec<u8>, Basement)> {
         let Repr::Frozen(f) = &self.repr else {
             for (lo, r) in ranges.iter() {
                 self.delete_range(lo, &r.hi);
@@ -220,48 +262,55 @@ impl Basement {
             for (k, list) in msgs {
                 self.apply(k, &list.msgs());
             }
-            return;
+            return Vec::new();
         };
-        let covered = |k: &[u8]| !ranges.is_empty() && ranges.covering(k).is_some();
-        let mut out: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::with_capacity(f.len() + msgs.len());
-        let (mut i, mut m) = (0, 0);
-        while i < f.len() || m < msgs.len() {
-            let old_key = (i < f.len()).then(|| f.key(i));
-            let msg_key = msgs.get(m).map(|(k, _)| *k);
-            let take_old = match (old_key, msg_key) {
-                (Some(o), Some(k)) => o <= k,
-                (Some(_), None) => true,
-                (None, _) => false,
-            };
-            if take_old && old_key != msg_key {
-                let k = f.key(i);
-                if !covered(k) {
-                    out.push((k, Cow::Borrowed(f.value(i))));
-                }
-                i += 1;
+        let last = f.len().checked_sub(1).map(|i| f.key(i));
+        let appends = ranges.is_empty()
+            && last.is_some_and(|last| msgs.first().is_some_and(|(k, _)| *k > last));
+        let half = piece_bytes / 2;
+        let keep_old = appends && self.bytes >= half && msgs_bytes(msgs) >= half;
+        let out = merged(f, keep_old, msgs, ranges);
+        let total: usize = out.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+        let cuts = if total > piece_bytes.saturating_mul(2) {
+            cut_by_bytes(&out, piece_bytes)
+        } else {
+            vec![0..out.len()]
+        };
+        let build = |run: &std::ops::Range<usize>| {
+            Basement::from_frozen(FrozenBasement::build(
+                out[run.clone()].iter().map(|(k, v)| (*k, v.as_ref())),
+            ))
+        };
+        let mut pieces = Vec::new();
+        let mut prev_last = if keep_old { last } else { None };
+        for (n, run) in cuts.iter().enumerate() {
+            if run.is_empty() {
                 continue;
             }
-            // A key with messages, with or without an old value.
-            let (k, list) = msgs[m];
-            m += 1;
-            let had_old = take_old && !covered(k);
-            if take_old {
-                i += 1;
+            if n == 0 && !keep_old {
+                // The head: this basement's new self.
+                prev_last = Some(out[run.end - 1].0);
+                continue;
             }
-            // The common case, a lone insert or delete, needs no copy.
-            match list.lone_total() {
-                Some(Some(v)) => out.push((k, Cow::Borrowed(v))),
-                Some(None) => {}
-                None => {
-                    let old = had_old.then(|| f.value(i - 1).to_vec());
-                    if let Some(v) = apply_all(old, &list.msgs()) {
-                        out.push((k, Cow::Owned(v)));
-                    }
-                }
-            }
+            let first = out[run.start].0;
+            let pivot = crate::tree::frame::separator(
+                prev_last.expect("a piece follows the entries before it"),
+                first,
+            );
+            pieces.push((pivot, build(run)));
+            prev_last = Some(out[run.end - 1].0);
         }
-        let merged = FrozenBasement::build(out.iter().map(|(k, v)| (*k, v.as_ref())));
-        *self = Basement::from_frozen(merged);
+        if !keep_old {
+            // Not before the pivots above are taken from `out`, which
+            // borrows from this basement.
+            let head = build(&cuts[0]);
+            drop(out);
+            *self = head;
+        } else if pieces.is_empty() {
+            // Every message was a delete of a missing key.
+            debug_assert!(out.is_empty());
+        }
+        pieces
     }
 
     /// [`Basement::apply_sorted`] for a message or two (a skip-down).
@@ -333,6 +382,84 @@ impl<'a> Iterator for Entries<'a> {
             Entries::Frozen(f, r) => r.next().map(|i| (f.key(i), f.value(i))),
         }
     }
+}
+
+/// The entries of frozen basement `f` (none if `skip_old`) with `msgs`
+/// and `ranges` applied, borrowed where they are unchanged.
+fn merged<'a>(
+    f: &'a FrozenBasement,
+    skip_old: bool,
+    msgs: &[(&'a [u8], ListRef<'a>)],
+    ranges: &RangeIndex,
+) -> Vec<(&'a [u8], Cow<'a, [u8]>)> {
+    let covered = |k: &[u8]| !ranges.is_empty() && ranges.covering(k).is_some();
+    let mut out: Vec<(&[u8], Cow<'_, [u8]>)> = Vec::with_capacity(f.len() + msgs.len());
+    let (mut i, mut m) = (if skip_old { f.len() } else { 0 }, 0);
+    while i < f.len() || m < msgs.len() {
+        let old_key = (i < f.len()).then(|| f.key(i));
+        let msg_key = msgs.get(m).map(|(k, _)| *k);
+        let take_old = match (old_key, msg_key) {
+            (Some(o), Some(k)) => o <= k,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if take_old && old_key != msg_key {
+            let k = f.key(i);
+            if !covered(k) {
+                out.push((k, Cow::Borrowed(f.value(i))));
+            }
+            i += 1;
+            continue;
+        }
+        // A key with messages, with or without an old value.
+        let (k, list) = msgs[m];
+        m += 1;
+        let had_old = take_old && !covered(k);
+        if take_old {
+            i += 1;
+        }
+        // The common case, a lone insert or delete, needs no copy.
+        match list.lone_total() {
+            Some(Some(v)) => out.push((k, Cow::Borrowed(v))),
+            Some(None) => {}
+            None => {
+                let old = had_old.then(|| f.value(i - 1).to_vec());
+                if let Some(v) = apply_all(old, &list.msgs()) {
+                    out.push((k, Cow::Owned(v)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Bytes the messages' keys and newest values would take as entries, a
+/// lower bound good enough to size a merge (patches and deletes count
+/// their key only).
+fn msgs_bytes(msgs: &[(&[u8], ListRef<'_>)]) -> usize {
+    msgs.iter()
+        .map(|(k, list)| match list.lone_total() {
+            Some(Some(v)) => entry_bytes(k, v),
+            _ => k.len(),
+        })
+        .sum()
+}
+
+/// Cuts sorted entries into runs of at most `limit` bytes each (a run
+/// holds one entry at least), filling each before the next.
+fn cut_by_bytes(entries: &[(&[u8], Cow<'_, [u8]>)], limit: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (k, v)) in entries.iter().enumerate() {
+        let eb = entry_bytes(k, v);
+        if i > start && bytes + eb > limit {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += eb;
+    }
+    out.push(start..entries.len());
+    out
 }
 
 #[cfg(test)]
@@ -462,5 +589,135 @@ mod tests {
         assert_eq!(a.get(&[b'k', 12]), Some(&[0, 9][..]));
         assert_eq!(a.get(&[b'k', 14]), None);
         assert_eq!(a.get(&[b'k', 30]), Some(&[15, 0, 4][..]));
+    }
+
+    /// A merge cut into pieces holds exactly what one merge into an open
+    /// basement holds, each piece within its bounds and its size, for
+    /// appends (kept apart from a large basement or merged into a small
+    /// one), overwrites, deletes and range deletes.
+    #[test]
+    fn a_merge_in_pieces_holds_what_one_merge_holds() {
+        let mut seed = 11u64;
+        let mut below = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let (mut cut, mut kept_apart) = (0, 0);
+        for round in 0..300 {
+            let old_n = below(60);
+            let step = 1 + below(4);
+            let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0..old_n)
+                .map(|i| {
+                    (
+                        (i * step).to_be_bytes().to_vec(),
+                        vec![i as u8; 1 + below(40) as usize],
+                    )
+                })
+                .collect();
+            let frozen = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[..], &v[..])));
+            let mut open = Basement::from_map(entries);
+            let mut pieced = Basement::from_frozen(frozen);
+            // Appends past the last key, or keys anywhere.
+            let from = if below(2) == 0 { old_n * step } else { 0 };
+            let mut keys: Vec<u64> = (0..below(80)).map(|_| from + below(200)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let lists: Vec<(Vec<u8>, Vec<PointMsg>)> = keys
+                .iter()
+                .map(|k| {
+                    let op = match below(6) {
+                        0 => PointOp::Delete,
+                        1 => PointOp::Patch {
+                            offset: 1,
+                            data: vec![7; 3],
+                        },
+                        _ => PointOp::Insert(vec![*k as u8; 1 + below(50) as usize]),
+                    };
+                    (k.to_be_bytes().to_vec(), vec![msg(100 + *k, op)])
+                })
+                .collect();
+            let refs: Vec<(&[u8], ListRef<'_>)> = lists
+                .iter()
+                .map(|(k, l)| (k.as_slice(), ListRef::Decoded(l)))
+                .collect();
+            let mut ranges = RangeIndex::default();
+            if below(4) == 0 {
+                let lo = below(100);
+                ranges.insert(
+                    lo.to_be_bytes().to_vec(),
+                    (lo + below(50)).to_be_bytes().to_vec(),
+                    50,
+                );
+            }
+            let piece_bytes = 40 + below(400) as usize;
+            open.apply_sorted(&refs, &ranges);
+            let before = pieced.clone();
+            let pieces = pieced.apply_sorted_in_pieces(&refs, &ranges, piece_bytes);
+            cut += usize::from(!pieces.is_empty());
+            kept_apart +=
+                usize::from(!pieces.is_empty() && pieced.frozen_raw() == before.frozen_raw());
+            let mut all: Vec<(Vec<u8>, Vec<u8>)> = pieced
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect();
+            let mut lo_bound = None::<Vec<u8>>;
+            for (pivot, b) in &pieces {
+                assert!(all.last().is_none_or(|(k, _)| k < pivot), "round {round}");
+                assert!(lo_bound.as_ref().is_none_or(|l| l < pivot), "round {round}");
+                assert!(
+                    b.iter().all(|(k, _)| k >= pivot.as_slice()),
+                    "round {round}"
+                );
+                assert!(
+                    b.len() == 1 || b.bytes() <= 2 * piece_bytes,
+                    "round {round}"
+                );
+                assert!(b.frozen_raw().is_some());
+                all.extend(b.iter().map(|(k, v)| (k.to_vec(), v.to_vec())));
+                lo_bound = Some(pivot.clone());
+            }
+            let want: Vec<(Vec<u8>, Vec<u8>)> =
+                open.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            assert_eq!(all, want, "round {round}");
+            let bytes = pieced.bytes() + pieces.iter().map(|(_, b)| b.bytes()).sum::<usize>();
+            assert_eq!(bytes, open.bytes(), "round {round}");
+        }
+        assert!(
+            cut > 50 && kept_apart > 10,
+            "{cut} cut, {kept_apart} kept apart"
+        );
+    }
+
+    /// Stripping a shared key prefix gives the same basement in both
+    /// forms, and a stripped frozen basement is encoded anew, not as the
+    /// bytes it was read as.
+    #[test]
+    fn stripped_keys_read_and_encode_as_shorter_keys() {
+        let entries: BTreeMap<Vec<u8>, Vec<u8>> = (0u8..50)
+            .map(|i| (vec![b'p', b'q', i], vec![i; 3]))
+            .collect();
+        let frozen = FrozenBasement::build(entries.iter().map(|(k, v)| (&k[..], &v[..])));
+        let mut a = Basement::from_frozen(frozen);
+        let mut b = Basement::from_map(entries);
+        a.strip_keys(2);
+        b.strip_keys(2);
+        let want: Basement = Basement::from_map((0u8..50).map(|i| (vec![i], vec![i; 3])).collect());
+        assert_eq!(a, want);
+        assert_eq!(b, want);
+        assert_eq!((a.bytes(), b.bytes()), (want.bytes(), want.bytes()));
+        assert_eq!(a.get(&[7]), Some(&[7u8, 7, 7][..]));
+        assert_eq!(a.last_key(), Some(&[49u8][..]));
+        assert!(
+            a.frozen_raw().is_none(),
+            "its stored bytes hold the long keys"
+        );
+        let mut e = crate::format::bytes::Enc::with_capacity(0);
+        crate::format::partition::encode_basement(&a, &mut e);
+        assert_eq!(
+            crate::format::partition::decode_basement(&e.buf).unwrap(),
+            want
+        );
     }
 }

@@ -38,6 +38,10 @@ fn lower_bound(raw: &[u8], index: &[Span], key: &[u8]) -> usize {
 pub(crate) struct FrozenBasement {
     raw: Box<[u8]>,
     index: Vec<Span>,
+    /// Leading bytes of every stored key that are not part of the key
+    /// (see [`FrozenBasement::strip_keys`]): nonzero, the raw bytes are no
+    /// longer this basement's encoding.
+    stripped: usize,
 }
 
 impl FrozenBasement {
@@ -70,6 +74,7 @@ impl FrozenBasement {
         Ok(FrozenBasement {
             raw: raw.into_boxed_slice(),
             index,
+            stripped: 0,
         })
     }
 
@@ -106,11 +111,25 @@ impl FrozenBasement {
         FrozenBasement {
             raw: out.buf.into_boxed_slice(),
             index: spans,
+            stripped: 0,
         }
     }
 
-    pub fn raw(&self) -> &[u8] {
-        &self.raw
+    /// The encoded basement, unless its keys were stripped since.
+    pub fn raw(&self) -> Option<&[u8]> {
+        (self.stripped == 0).then_some(&self.raw[..])
+    }
+
+    /// Drops the first `n` bytes of every key (all keys share them: the
+    /// basement moves under a longer frame prefix), in place: only the
+    /// index changes, no entry is copied. The basement is then encoded
+    /// entry by entry when it is written.
+    pub fn strip_keys(&mut self, n: usize) {
+        for s in &mut self.index {
+            debug_assert!((s.key_end - s.key_start) as usize >= n);
+            s.key_start += n as u32;
+        }
+        self.stripped += n;
     }
 
     pub fn len(&self) -> usize {

@@ -18,7 +18,7 @@ mod background;
 mod bind;
 mod cache;
 mod checkpoint;
-mod frame;
+pub(crate) mod frame;
 mod query;
 mod read_ahead;
 mod read_pattern;

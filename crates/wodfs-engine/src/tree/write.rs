@@ -128,7 +128,7 @@ impl State {
             // A run merges into the basements it touches; a few messages
             // may open them instead (`Basement::apply_few`).
             let how = if n < 16 { Apply::Few } else { Apply::Merge };
-            let appended = apply_to_leaf(&mut node, buf, how);
+            let appended = apply_to_leaf(&mut node, buf, how, env.cfg.partition_bytes);
             return self.finish_leaf(env, b, node, bounds, appended);
         }
         let mut msgs = msgs.into_iter().peekable();
@@ -179,7 +179,7 @@ impl State {
             }
             // One message: opens the basement when it is being written
             // again (a stream), see `Basement::apply_few`.
-            let appended = apply_to_leaf(&mut node, buf, Apply::Few);
+            let appended = apply_to_leaf(&mut node, buf, Apply::Few, env.cfg.partition_bytes);
             return self.finish_leaf(env, b, node, bounds, appended);
         }
         match msg {
@@ -355,7 +355,7 @@ impl State {
         let (mut node, _) = self.take_full(env, b)?;
         node.max_msn = node.max_msn.max(buf.max_msn());
         if node.is_leaf() {
-            let appended = apply_to_leaf(&mut node, buf, Apply::Merge);
+            let appended = apply_to_leaf(&mut node, buf, Apply::Merge, env.cfg.partition_bytes);
             return self.finish_leaf(env, b, node, bounds, appended);
         }
         for (lo, r) in buf.ranges.iter() {
@@ -442,13 +442,12 @@ impl State {
         Ok(splits)
     }
 
-    /// Splits an overfull leaf between its basements. A piece whose frame
-    /// is the leaf's own (its keys need no re-expressing, the common case:
-    /// a split narrows the bounds inside the last bytes of the keys) takes
-    /// its basements as they are, frozen, without copying an entry; a
-    /// piece with a longer frame is rebuilt with its keys shortened.
-    /// Rebuilding every piece copied every byte of a sequential write
-    /// once or twice more (7 % of the daemon's CPU writing a large file).
+    /// Splits an overfull leaf between its basements. Each piece takes
+    /// its basements as they are, frozen, without copying an entry; where
+    /// the piece's frame is longer than the leaf's, their keys are
+    /// shortened in place (`Basement::strip_keys`). Rebuilding every
+    /// piece copied every byte of a sequential write once or twice more
+    /// (7 % of the daemon's CPU writing a large file).
     ///
     /// After an append, the first piece keeps as many of the leaf's
     /// basements as fit in a node and the rest go to the next: a stream
@@ -487,29 +486,26 @@ impl State {
             };
             let prefix = pb.frame();
             let strip = prefix.len() - node.prefix.len();
-            let taken: Vec<PartSlot> = parts.by_ref().take(piece.len()).collect();
-            let mut leaf = if strip == 0 {
-                let mut leaf = Node::empty_leaf(prefix);
-                // Their places on disk are the old leaf's.
-                leaf.parts = taken
-                    .into_iter()
-                    .map(|mut slot| {
-                        slot.disk = None;
-                        slot
-                    })
-                    .collect();
-                leaf.pivots = node.pivots[piece.start..piece.end - 1].to_vec();
-                leaf
-            } else {
-                let entries: Vec<(&[u8], &[u8])> = taken
-                    .iter()
-                    .flat_map(|slot| match slot.data.get() {
-                        Some(Part::Basement(basement)) => basement.iter(),
+            let mut leaf = Node::empty_leaf(prefix);
+            // Their places on disk are the old leaf's; their keys lose
+            // what the longer frame now holds (every key and pivot
+            // inside the piece's bounds starts with the frame).
+            leaf.parts = parts
+                .by_ref()
+                .take(piece.len())
+                .map(|mut slot| {
+                    slot.disk = None;
+                    match slot.data.get_mut() {
+                        Some(Part::Basement(basement)) => basement.strip_keys(strip),
                         _ => panic!("a leaf is fully loaded when it is split"),
-                    })
-                    .collect();
-                build_leaf_from(prefix, &entries, strip, env.cfg.partition_bytes)
-            };
+                    }
+                    slot
+                })
+                .collect();
+            leaf.pivots = node.pivots[piece.start..piece.end - 1]
+                .iter()
+                .map(|p| p[strip..].to_vec())
+                .collect();
             leaf.max_msn = node.max_msn;
             let blk = if n == 0 { b } else { self.table.create(0) };
             if n > 0 {
@@ -1019,8 +1015,9 @@ fn rangecast(node: &mut Node, lo: Vec<u8>, hi: Vec<u8>, msn: Msn) {
 /// message in a buffer is newer than the range covering it). Basements
 /// the buffer does not touch are left as they are (frozen ones stay so).
 /// Returns whether every message lies past the leaf's last key (an
-/// append, as a stream's are).
-fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) -> bool {
+/// append, as a stream's are). A merge leaves basements of about
+/// `partition_bytes` (see [`Basement::apply_sorted_in_pieces`]).
+fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply, partition_bytes: usize) -> bool {
     let ranges = std::mem::take(&mut buf.ranges);
     // Borrowed: a buffer read from disk is not decoded into a map first
     // (that and freeing it again cost random inserts 9 % of their time).
@@ -1054,7 +1051,9 @@ fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) -> bool {
             }
         }
     }
-    for (j, run) in touched {
+    // Last basement first: the pieces a merge cuts off are spliced in
+    // after it without moving the basements still to be visited.
+    for (j, run) in touched.into_iter().rev() {
         let lo: &[u8] = if j == 0 { &[] } else { &node.pivots[j - 1] };
         let hi: Option<&[u8]> = node.pivots.get(j).map(Vec::as_slice);
         let mut local = RangeIndex::default();
@@ -1062,9 +1061,20 @@ fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply) -> bool {
             local.insert(rlo.clone(), r.hi.clone(), r.msn);
         }
         let basement = node.basement_mut(j);
-        match how {
-            Apply::Merge => basement.apply_sorted(&points[run], &local),
-            Apply::Few => basement.apply_few(&points[run], &local),
+        let pieces = match how {
+            Apply::Merge => basement.apply_sorted_in_pieces(&points[run], &local, partition_bytes),
+            Apply::Few => {
+                basement.apply_few(&points[run], &local);
+                Vec::new()
+            }
+        };
+        if !pieces.is_empty() {
+            let (pivots, parts): (Vec<_>, Vec<_>) = pieces
+                .into_iter()
+                .map(|(pivot, b)| (pivot, PartSlot::loaded(Part::Basement(b))))
+                .unzip();
+            node.pivots.splice(j..j, pivots);
+            node.parts.splice(j + 1..j + 1, parts);
         }
     }
     appended
