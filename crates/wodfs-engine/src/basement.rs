@@ -274,7 +274,7 @@ impl Basement {
         let cuts = if total > piece_bytes.saturating_mul(2) {
             cut_by_bytes(&out, piece_bytes)
         } else {
-            vec![0..out.len()]
+            std::iter::once(0..out.len()).collect()
         };
         let build = |run: &std::ops::Range<usize>| {
             Basement::from_frozen(FrozenBasement::build(
