@@ -144,6 +144,19 @@ impl<D: Device> Device for CountingDevice<D> {
         self.inner.write_direct_at(offset, buf)
     }
 
+    fn read_vectored_at(
+        &self,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+        random: bool,
+    ) -> io::Result<()> {
+        self.count_read(bufs.iter().map(|b| b.len()).sum());
+        if random {
+            self.random_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.read_vectored_at(offset, bufs, random)
+    }
+
     fn annotate(&self, phase: &'static str) {
         self.inner.annotate(phase);
     }

@@ -154,6 +154,37 @@ fn open_random(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// `preadv` until every buffer is full, at most `IOV_MAX` buffers per
+/// call; an end of file before that is `UnexpectedEof`, as
+/// `read_exact_at` reports it.
+fn read_exact_vectored_at(file: &File, bufs: &mut [&mut [u8]], mut offset: u64) -> io::Result<()> {
+    /// Linux's `IOV_MAX`.
+    const IOV_MAX: usize = 1024;
+    let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
+        .iter_mut()
+        .filter(|b| !b.is_empty())
+        .map(|b| std::io::IoSliceMut::new(b))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let batch = rest.len().min(IOV_MAX);
+        let n = match rustix::io::preadv(file, &mut rest[..batch], offset) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ))
+            }
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        offset += n as u64;
+        std::io::IoSliceMut::advance_slices(&mut rest, n);
+    }
+    Ok(())
+}
+
 /// Takes the image's exclusive lock, or explains who holds it.
 fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
     match file.try_lock() {
@@ -182,6 +213,18 @@ impl Device for FileDevice {
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
         self.file.write_all_at(buf, offset)
+    }
+
+    fn read_vectored_at(
+        &self,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+        random: bool,
+    ) -> io::Result<()> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        check_range(offset, total, self.size_bytes)?;
+        let file = if random { &self.random } else { &self.file };
+        read_exact_vectored_at(file, bufs, offset)
     }
 
     fn sync(&self) -> io::Result<()> {

@@ -74,6 +74,33 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         self.write_at(offset, buf)
     }
 
+    /// Reads consecutive bytes from `offset` into several buffers, one
+    /// after another, as one read (a random one if `random`, see
+    /// [`Device::read_random_at`]): a node's partitions each land in a
+    /// buffer of their own instead of being copied out of one. This
+    /// default reads into one buffer and copies; [`FileDevice`] reads
+    /// straight into the pieces (`preadv`). Same contract as `read_at`.
+    fn read_vectored_at(
+        &self,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+        random: bool,
+    ) -> io::Result<()> {
+        let total = bufs.iter().map(|b| b.len()).sum();
+        let mut all = vec![0u8; total];
+        if random {
+            self.read_random_at(offset, &mut all)?;
+        } else {
+            self.read_at(offset, &mut all)?;
+        }
+        let mut at = 0;
+        for b in bufs.iter_mut() {
+            b.copy_from_slice(&all[at..at + b.len()]);
+            at += b.len();
+        }
+        Ok(())
+    }
+
     /// Names the phase of work the caller is in (for example
     /// `"checkpoint.superblock"`). Real devices ignore it; the fault device
     /// records the phase that was current when a simulated power cut landed,
@@ -100,6 +127,14 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
     }
+    fn read_vectored_at(
+        &self,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+        random: bool,
+    ) -> io::Result<()> {
+        (**self).read_vectored_at(offset, bufs, random)
+    }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
@@ -123,6 +158,14 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
+    }
+    fn read_vectored_at(
+        &self,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+        random: bool,
+    ) -> io::Result<()> {
+        (**self).read_vectored_at(offset, bufs, random)
     }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)

@@ -244,3 +244,40 @@ fn file_device_direct_writes_match_a_model_and_the_page_cache() {
         "the image differs from the model after reopening"
     );
 }
+
+/// A vectored read fills its pieces with exactly the bytes one read of
+/// their total would give, on a file (`preadv`, more pieces than one call
+/// takes) and through the default of the other devices; the counting
+/// device counts it as one read; a read past the end is an error.
+#[test]
+fn a_vectored_read_fills_its_pieces_in_order() {
+    let image: Vec<u8> = (0..64 << 10)
+        .map(|i: u32| (i * 7 + i / 251) as u8)
+        .collect();
+    let path = TempPath::new("vectored");
+    let file = FileDevice::create(&path.0, 1 << 20).unwrap();
+    let mem = MemDevice::new(1 << 20);
+    let counting = CountingDevice::new(MemDevice::new(1 << 20));
+    let devices: [&dyn Device; 3] = [&file, &mem, &counting];
+    for dev in devices {
+        dev.write_at(4096, &image).unwrap();
+        // 1,500 pieces of 1-40 bytes, some empty: more than IOV_MAX.
+        let lens: Vec<usize> = (0..1500).map(|i| (i * 13) % 41).collect();
+        let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
+        let total: usize = lens.iter().sum();
+        for random in [false, true] {
+            let mut pieces: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            dev.read_vectored_at(4096 + 100, &mut pieces, random)
+                .unwrap();
+            assert_eq!(bufs.concat(), image[100..100 + total]);
+        }
+        let mut past = [vec![0u8; 10], vec![0u8; 10]];
+        let mut pieces: Vec<&mut [u8]> = past.iter_mut().map(|b| b.as_mut_slice()).collect();
+        assert!(dev
+            .read_vectored_at((1 << 20) - 15, &mut pieces, false)
+            .is_err());
+    }
+    let c = counting.counts();
+    // Two reads and the failed one (attempts count, as with read_at).
+    assert_eq!((c.reads, c.random_reads), (3, 1), "{c:?}");
+}

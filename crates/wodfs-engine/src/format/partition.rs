@@ -159,7 +159,7 @@ fn packed_if_worth(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
             // over 4 KiB, was 8 % of the daemon's CPU in a sequential
             // write of random data.
             if raw.len() > 2 * PROBE_BYTES {
-                if sample_entropy_bits(raw) >= INCOMPRESSIBLE_BITS {
+                if looks_incompressible(raw) {
                     return None;
                 }
                 let probe = lz4_flex::block::compress(&raw[..PROBE_BYTES]);
@@ -173,31 +173,78 @@ fn packed_if_worth(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
     }
 }
 
-/// Shannon entropy, in bits per byte, of a sample of `raw`: `SAMPLE_RUNS`
-/// runs of `SAMPLE_RUN` bytes at even steps (runs, not single bytes, so
-/// that a run of zeros or a repeated short pattern shows).
-pub(crate) fn sample_entropy_bits(raw: &[u8]) -> f32 {
-    let mut counts = [0u32; 256];
+/// Whether a sample of `raw` looks like data LZ4 cannot shrink: bytes
+/// near uniformly distributed (entropy at least [`INCOMPRESSIBLE_BITS`])
+/// and hardly a 4-byte sequence seen twice. LZ4 compresses by finding
+/// repeats, so uniform bytes that repeat (a pattern, a block written
+/// twice) still compress; btrfs's heuristic looks for repeats too. Found
+/// by the rename benchmark, whose files repeat the bytes 1..=255: judged
+/// by entropy alone they were stored uncompressed, and 100 renames of a
+/// 256 MiB file wrote 16 GB instead of 0.2.
+pub(crate) fn looks_incompressible(raw: &[u8]) -> bool {
+    let mut buf = [0u8; SAMPLE_RUN * SAMPLE_RUNS];
+    let sample = fill_sample(raw, &mut buf);
+    entropy_bits(sample) >= INCOMPRESSIBLE_BITS
+        && repeated_quads(sample) * 8 < sample.len().saturating_sub(3)
+}
+
+/// Copies `SAMPLE_RUNS` runs of `SAMPLE_RUN` bytes of `raw`, at even
+/// steps, into `buf` (runs, not single bytes, so that a run of zeros or
+/// a repeated short pattern shows); returns the filled part.
+fn fill_sample<'b>(raw: &[u8], buf: &'b mut [u8; SAMPLE_RUN * SAMPLE_RUNS]) -> &'b [u8] {
     let runs = SAMPLE_RUNS.min(raw.len() / SAMPLE_RUN).max(1);
     let step = raw.len() / runs;
-    let mut n = 0u32;
+    let mut n = 0;
     for r in 0..runs {
         let at = r * step;
-        for &byte in &raw[at..(at + SAMPLE_RUN).min(raw.len())] {
-            counts[byte as usize] += 1;
-            n += 1;
-        }
+        let run = &raw[at..(at + SAMPLE_RUN).min(raw.len())];
+        buf[n..n + run.len()].copy_from_slice(run);
+        n += run.len();
     }
-    if n == 0 {
+    &buf[..n]
+}
+
+/// Shannon entropy, in bits per byte, of a sample of `raw` (see
+/// [`looks_incompressible`]).
+#[cfg(test)]
+pub(crate) fn sample_entropy_bits(raw: &[u8]) -> f32 {
+    let mut buf = [0u8; SAMPLE_RUN * SAMPLE_RUNS];
+    entropy_bits(fill_sample(raw, &mut buf))
+}
+
+fn entropy_bits(sample: &[u8]) -> f32 {
+    let mut counts = [0u32; 256];
+    for &byte in sample {
+        counts[byte as usize] += 1;
+    }
+    if sample.is_empty() {
         return 0.0;
     }
-    let total = n as f32;
+    let total = sample.len() as f32;
     let sum: f32 = counts
         .iter()
         .filter(|&&c| c > 0)
         .map(|&c| c as f32 * (c as f32).log2())
         .sum();
     total.log2() - sum / total
+}
+
+/// How many of the sample's 4-byte sequences occurred earlier in it (as
+/// LZ4 would find them: the last occurrence of each hash is remembered).
+fn repeated_quads(sample: &[u8]) -> usize {
+    const HASH_BITS: u32 = 10;
+    let mut last = [0u16; 1 << HASH_BITS];
+    let mut repeats = 0;
+    for (i, quad) in sample.windows(4).enumerate() {
+        let word = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+        let h = (word.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize;
+        let seen = usize::from(last[h]);
+        if seen != 0 && &sample[seen - 1..seen + 3] == quad {
+            repeats += 1;
+        }
+        last[h] = (i + 1) as u16;
+    }
+    repeats
 }
 
 /// Undoes [`compress`]; `raw_len` is the recorded decoded length. An
@@ -329,6 +376,27 @@ mod tests {
         assert_eq!(sample_entropy_bits(&[]), 0.0);
         // Shorter than one run: the whole input is the sample.
         assert!(sample_entropy_bits(b"ab") > 0.99);
+    }
+
+    #[test]
+    fn uniform_bytes_that_repeat_are_worth_compressing() {
+        // The rename benchmark's files: the bytes 1..=255 over and over.
+        let pattern: Vec<u8> = (1..=255u8).cycle().take(64 << 10).collect();
+        assert!(sample_entropy_bits(&pattern) >= INCOMPRESSIBLE_BITS);
+        assert!(!looks_incompressible(&pattern));
+        let (codec, stored) = compress(pattern.clone(), Compression::Lz4);
+        assert_eq!(codec, Compression::Lz4 as u8);
+        assert!(stored.len() < pattern.len() / 20);
+        // A random 4 KiB block written again and again, as a copy does.
+        let block = random_bytes(4096, 21);
+        let copies: Vec<u8> = block.iter().copied().cycle().take(64 << 10).collect();
+        assert!(!looks_incompressible(&copies));
+        // Random bytes, and random bytes with their low bit set (128
+        // values: 7 bits each), do not repeat.
+        assert!(looks_incompressible(&random_bytes(64 << 10, 5)));
+        let odd: Vec<u8> = random_bytes(64 << 10, 6).iter().map(|b| b | 1).collect();
+        assert!(looks_incompressible(&odd));
+        assert!(!looks_incompressible(&text(64 << 10)));
     }
 
     #[test]
