@@ -448,17 +448,24 @@ fn msgs_bytes(msgs: &[(&[u8], ListRef<'_>)]) -> usize {
 /// Cuts sorted entries into runs of at most `limit` bytes each (a run
 /// holds one entry at least), filling each before the next.
 fn cut_by_bytes(entries: &[(&[u8], Cow<'_, [u8]>)], limit: usize) -> Vec<std::ops::Range<usize>> {
+    let sizes: Vec<usize> = entries.iter().map(|(k, v)| entry_bytes(k, v)).collect();
+    fill_runs(&sizes, limit)
+}
+
+/// Cuts items of the given sizes into runs of at most `limit` bytes
+/// each, filling each run before starting the next (an item larger than
+/// `limit` is a run of its own).
+pub(crate) fn fill_runs(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
-    for (i, (k, v)) in entries.iter().enumerate() {
-        let eb = entry_bytes(k, v);
-        if i > start && bytes + eb > limit {
+    for (i, &size) in sizes.iter().enumerate() {
+        if i > start && bytes + size > limit {
             out.push(start..i);
             (start, bytes) = (i, 0);
         }
-        bytes += eb;
+        bytes += size;
     }
-    out.push(start..entries.len());
+    out.push(start..sizes.len());
     out
 }
 

@@ -466,7 +466,7 @@ impl State {
             .map(|j| node.basement(j).bytes())
             .collect();
         let pieces = if appended {
-            fill_runs(&sizes, env.cfg.node_bytes)
+            crate::basement::fill_runs(&sizes, env.cfg.node_bytes)
         } else {
             let total: usize = sizes.iter().sum();
             let k = total.div_ceil(env.cfg.node_bytes * 3 / 4).max(2);
@@ -1098,23 +1098,6 @@ fn leaf_entries(node: &mut Node) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// Cuts items of the given sizes into runs of at most `limit` bytes
-/// each, filling each run before starting the next (an item larger than
-/// `limit` is a run of its own).
-fn fill_runs(sizes: &[usize], limit: usize) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, &size) in sizes.iter().enumerate() {
-        if i > start && bytes + size > limit {
-            out.push(start..i);
-            (start, bytes) = (i, 0);
-        }
-        bytes += size;
-    }
-    out.push(start..sizes.len());
-    out
-}
-
 /// Cuts items of the given sizes into at most `k` non-empty runs of
 /// similar byte size.
 fn even_runs(sizes: &[usize], k: usize) -> Vec<std::ops::Range<usize>> {
@@ -1275,7 +1258,8 @@ fn reshape_basements(node: &mut Node, partition_bytes: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{even_runs, fill_runs};
+    use super::even_runs;
+    use crate::basement::fill_runs;
     use proptest::prelude::*;
 
     fn covers(runs: &[std::ops::Range<usize>], n: usize) -> bool {
