@@ -654,7 +654,7 @@ mod tests {
                 let lo = below(100);
                 ranges.insert(
                     lo.to_be_bytes().to_vec(),
-                    (lo + below(50)).to_be_bytes().to_vec(),
+                    (lo + 1 + below(50)).to_be_bytes().to_vec(),
                     50,
                 );
             }
