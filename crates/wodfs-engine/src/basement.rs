@@ -270,9 +270,10 @@ impl Basement {
         let half = piece_bytes / 2;
         let keep_old = appends && self.bytes >= half && msgs_bytes(msgs) >= half;
         let out = merged(f, keep_old, msgs, ranges);
-        let total: usize = out.iter().map(|(k, v)| entry_bytes(k, v)).sum();
-        let cuts = if total > piece_bytes.saturating_mul(2) {
-            cut_by_bytes(&out, piece_bytes)
+        let entry_sizes = || out.iter().map(|(k, v)| entry_bytes(k, v));
+        // Most merges are not cut: sized without allocating.
+        let cuts = if entry_sizes().sum::<usize>() > piece_bytes.saturating_mul(2) {
+            fill_runs(&entry_sizes().collect::<Vec<_>>(), piece_bytes)
         } else {
             std::iter::once(0..out.len()).collect()
         };
@@ -306,9 +307,6 @@ impl Basement {
             let head = build(&cuts[0]);
             drop(out);
             *self = head;
-        } else if pieces.is_empty() {
-            // Every message was a delete of a missing key.
-            debug_assert!(out.is_empty());
         }
         pieces
     }
@@ -443,13 +441,6 @@ fn msgs_bytes(msgs: &[(&[u8], ListRef<'_>)]) -> usize {
             _ => k.len(),
         })
         .sum()
-}
-
-/// Cuts sorted entries into runs of at most `limit` bytes each (a run
-/// holds one entry at least), filling each before the next.
-fn cut_by_bytes(entries: &[(&[u8], Cow<'_, [u8]>)], limit: usize) -> Vec<std::ops::Range<usize>> {
-    let sizes: Vec<usize> = entries.iter().map(|(k, v)| entry_bytes(k, v)).collect();
-    fill_runs(&sizes, limit)
 }
 
 /// Cuts items of the given sizes into runs of at most `limit` bytes

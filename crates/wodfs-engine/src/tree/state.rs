@@ -277,8 +277,10 @@ impl State {
         // cold sequential read's work.
         places.sort_by_key(|(_, loc)| loc.offset);
         let first = u64::from(places[0].1.offset);
-        let mut stored: Vec<Vec<u8>> = Vec::with_capacity(places.len());
-        let mut gaps: Vec<Vec<u8>> = Vec::new();
+        // The buffers in device order: a gap before a partition, if any,
+        // then the partition (`part_at` says which buffer it is).
+        let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(places.len());
+        let mut part_at = Vec::with_capacity(places.len());
         let mut end = first;
         for (_, loc) in &places {
             let start = u64::from(loc.offset);
@@ -290,29 +292,18 @@ impl State {
                 ));
             }
             if start > end {
-                gaps.push(vec![0u8; (start - end) as usize]);
+                bufs.push(vec![0u8; (start - end) as usize]);
             }
-            stored.push(vec![0u8; loc.stored_len as usize]);
+            part_at.push(bufs.len());
+            bufs.push(vec![0u8; loc.stored_len as usize]);
             end = start + u64::from(loc.stored_len);
         }
-        {
-            // The pieces in device order: a gap before a partition, if
-            // any, then the partition.
-            let mut pieces: Vec<&mut [u8]> = Vec::with_capacity(stored.len() + gaps.len());
-            let mut gap_iter = gaps.iter_mut();
-            let mut at = first;
-            for ((_, loc), buf) in places.iter().zip(stored.iter_mut()) {
-                if u64::from(loc.offset) > at {
-                    pieces.push(gap_iter.next().expect("one gap per jump").as_mut_slice());
-                }
-                at = u64::from(loc.offset) + u64::from(loc.stored_len);
-                pieces.push(buf.as_mut_slice());
-            }
-            env.read_tracked_vectored(base + first, &mut pieces)?;
-        }
+        let mut pieces: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+        env.read_tracked_vectored(base + first, &mut pieces)?;
         env.stats.add_node_read();
         let leaf = node.is_leaf();
-        for ((i, loc), bytes) in places.into_iter().zip(stored) {
+        for ((i, loc), at) in places.into_iter().zip(part_at) {
+            let bytes = std::mem::take(&mut bufs[at]);
             let part =
                 decode_part(bytes, &loc, leaf, node.parts[i].summary.as_deref()).map_err(|d| {
                     Error::corrupt(

@@ -391,55 +391,16 @@ impl State {
             self.put_dirty(b, node);
             return Ok(Vec::new());
         }
-        if node.parts.len() >= 2 {
-            env.stats.add_leaf_split();
-            return Ok(self.split_leaf_at_basements(env, b, node, bounds, appended));
+        if node.parts.len() < 2 {
+            // One basement of several entries larger than a node (a
+            // partition size above half the node size): cut it between
+            // entries first, into thirds, so that the split below has
+            // basements to share out.
+            let bytes = node.basement(0).bytes();
+            reshape_basements(&mut node, (bytes - 1) / 3);
         }
-        // One basement of several entries larger than a node: cut
-        // between entries.
         env.stats.add_leaf_split();
-        let target = env.cfg.node_bytes * 3 / 4;
-        // The entries as slices of the basements they sit in: each piece is
-        // built straight from them, one copy, no allocation per entry.
-        let entries: Vec<(&[u8], &[u8])> = (0..node.parts.len())
-            .flat_map(|j| node.basement(j).iter())
-            .collect();
-        let pieces = chunk_by_bytes(&entries, total.div_ceil(target).max(2), total);
-        let mut splits = Vec::new();
-        let mut lo = bounds.lo.clone();
-        for (j, piece) in pieces.iter().enumerate() {
-            let hi = match pieces.get(j + 1) {
-                Some(next) => Some(concat(
-                    &node.prefix,
-                    &separator(entries[piece.end - 1].0, entries[next.start].0),
-                )),
-                None => bounds.hi.clone(),
-            };
-            let pb = Bounds {
-                lo: lo.clone(),
-                hi: hi.clone(),
-            };
-            // Narrower bounds: the frame extends the old one, so keys
-            // relative to it are the old ones minus the extension.
-            let prefix = pb.frame();
-            let strip = prefix.len() - node.prefix.len();
-            let mut leaf = build_leaf_from(
-                prefix,
-                &entries[piece.clone()],
-                strip,
-                env.cfg.partition_bytes,
-            );
-            leaf.max_msn = node.max_msn;
-            let blk = if j == 0 { b } else { self.table.create(0) };
-            if j > 0 {
-                splits.push((lo.clone(), blk));
-            }
-            self.put_dirty(blk, leaf);
-            if let Some(h) = hi {
-                lo = h;
-            }
-        }
-        Ok(splits)
+        Ok(self.split_leaf_at_basements(env, b, node, bounds, appended))
     }
 
     /// Splits an overfull leaf between its basements. Each piece takes
@@ -1121,33 +1082,6 @@ fn even_runs(sizes: &[usize], k: usize) -> Vec<std::ops::Range<usize>> {
         }
     }
     out.push(start..sizes.len());
-    out
-}
-
-/// Cuts sorted entries into `k` non-empty runs of similar byte size.
-fn chunk_by_bytes(
-    entries: &[(&[u8], &[u8])],
-    k: usize,
-    total: usize,
-) -> Vec<std::ops::Range<usize>> {
-    let k = k.min(entries.len()).max(1);
-    let target = total.div_ceil(k);
-    let mut out = Vec::with_capacity(k);
-    let mut start = 0;
-    let mut cur_bytes = 0;
-    for (idx, (key, v)) in entries.iter().enumerate() {
-        cur_bytes += crate::basement::entry_bytes(key, v);
-        let pieces_left = k - out.len() - 1;
-        let entries_left = entries.len() - idx - 1;
-        if pieces_left > 0 && (cur_bytes >= target || entries_left == pieces_left) {
-            out.push(start..idx + 1);
-            start = idx + 1;
-            cur_bytes = 0;
-        }
-    }
-    if start < entries.len() {
-        out.push(start..entries.len());
-    }
     out
 }
 
