@@ -22,6 +22,7 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::{Mutex, PoisonError};
 
 /// Memory alignment of bounce buffers: a page, which satisfies every
 /// direct-I/O memory alignment Linux asks for.
@@ -63,6 +64,98 @@ fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
         let buf = slot.get_or_insert_with(|| AlignedBuf::new(BOUNCE_BYTES));
         f(buf.as_mut_slice())
     })
+}
+
+/// Vectored stream reads of at least this many bytes (a whole node)
+/// bypass the page cache ([`read_vectored_at`]); shorter ones are
+/// partitions, which the page cache may still hold from their write.
+pub(crate) const DIRECT_READ_MIN: usize = 256 << 10;
+
+/// Bounce buffers kept for direct reads, for reuse: as many as reads the
+/// engine's read-ahead has in flight at once, most of the time.
+const READ_POOL: usize = 2;
+
+/// Size of a direct read's bounce buffer, unless one read needs more (a
+/// node larger than the default): a default 4 MiB node and the aligned
+/// units around it. Longer vectored reads go in pieces of this size.
+const READ_BOUNCE_BYTES: usize = (4 << 20) + (64 << 10);
+
+/// Direct reads' bounce buffers, reused: a buffer allocated afresh for
+/// every read would be memory the kernel has to find and clear each time.
+static READ_BUFS: Mutex<Vec<AlignedBuf>> = Mutex::new(Vec::new());
+
+/// A pooled bounce buffer of at least `len` bytes.
+fn take_read_buf(len: usize) -> AlignedBuf {
+    let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
+    match pool.iter().position(|b| b.len >= len) {
+        Some(i) => pool.swap_remove(i),
+        None => AlignedBuf::new(len.max(READ_BOUNCE_BYTES)),
+    }
+}
+
+fn give_back_read_buf(buf: AlignedBuf) {
+    let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
+    if pool.len() < READ_POOL {
+        pool.push(buf);
+    }
+}
+
+/// Reads `len` bytes at `offset` of a file opened with `O_DIRECT` (the
+/// aligned units around them) into a pooled bounce buffer and hands them
+/// to `f`.
+///
+/// Why direct: a whole node read through the page cache (a sequential
+/// scan's read-ahead) fills pages the kernel allocates for it, copies them
+/// out and keeps them, though the engine caches what it keeps itself.
+pub(crate) fn read_with(
+    file: &File,
+    unit: u64,
+    offset: u64,
+    len: usize,
+    f: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
+    let lo = offset / unit * unit;
+    let hi = (offset + len as u64).div_ceil(unit) * unit;
+    let span = (hi - lo) as usize;
+    let mut bounce = take_read_buf(span);
+    let window = &mut bounce.as_mut_slice()[..span];
+    let result = file.read_exact_at(window, lo).map(|()| {
+        let skip = (offset - lo) as usize;
+        f(&window[skip..skip + len]);
+    });
+    give_back_read_buf(bounce);
+    result
+}
+
+/// Reads consecutive bytes from `offset` into `bufs`, one after another,
+/// through [`read_with`] in pieces of at most [`READ_BOUNCE_BYTES`].
+pub(crate) fn read_vectored_at(
+    file: &File,
+    unit: u64,
+    offset: u64,
+    bufs: &mut [&mut [u8]],
+) -> io::Result<()> {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let step = READ_BOUNCE_BYTES - 2 * unit as usize;
+    let (mut piece, mut piece_at, mut done) = (0, 0, 0);
+    while done < total {
+        let n = (total - done).min(step);
+        read_with(file, unit, offset + done as u64, n, &mut |mut src| {
+            while !src.is_empty() {
+                let dst = &mut bufs[piece][piece_at..];
+                let k = dst.len().min(src.len());
+                dst[..k].copy_from_slice(&src[..k]);
+                src = &src[k..];
+                piece_at += k;
+                if piece_at == bufs[piece].len() {
+                    piece += 1;
+                    piece_at = 0;
+                }
+            }
+        })?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// The direct-I/O unit of an image opened with `O_DIRECT`, found by

@@ -223,8 +223,28 @@ impl Device for FileDevice {
     ) -> io::Result<()> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         check_range(offset, total, self.size_bytes)?;
+        if !random && total >= direct::DIRECT_READ_MIN {
+            if let Some((file, unit)) = &self.direct {
+                if (offset + total as u64).div_ceil(*unit) * unit <= self.size_bytes {
+                    return direct::read_vectored_at(file, *unit, offset, bufs);
+                }
+            }
+        }
         let file = if random { &self.random } else { &self.file };
         read_exact_vectored_at(file, bufs, offset)
+    }
+
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        check_range(offset, len, self.size_bytes)?;
+        if let Some((file, unit)) = &self.direct {
+            if (offset + len as u64).div_ceil(*unit) * unit <= self.size_bytes {
+                return direct::read_with(file, *unit, offset, len, f);
+            }
+        }
+        let mut buf = vec![0u8; len];
+        self.random.read_exact_at(&mut buf, offset)?;
+        f(&buf);
+        Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {

@@ -101,6 +101,20 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// Reads `len` bytes at `offset` and hands them to `f` in a buffer the
+    /// device owns and reuses: for a large read whose caller copies out
+    /// what it keeps (a whole node read ahead, decoded into partitions).
+    /// Like [`Device::read_random_at`], it reads exactly these bytes, no
+    /// read-ahead window past them. [`FileDevice`] reads them past the page
+    /// cache (direct I/O) where it can, into a pooled buffer; this default
+    /// reads into a fresh buffer. Same contract as `read_at`.
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        let mut buf = vec![0u8; len];
+        self.read_random_at(offset, &mut buf)?;
+        f(&buf);
+        Ok(())
+    }
+
     /// Names the phase of work the caller is in (for example
     /// `"checkpoint.superblock"`). Real devices ignore it; the fault device
     /// records the phase that was current when a simulated power cut landed,
@@ -135,6 +149,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     ) -> io::Result<()> {
         (**self).read_vectored_at(offset, bufs, random)
     }
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        (**self).read_with(offset, len, f)
+    }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
@@ -166,6 +183,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
         random: bool,
     ) -> io::Result<()> {
         (**self).read_vectored_at(offset, bufs, random)
+    }
+    fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
+        (**self).read_with(offset, len, f)
     }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)

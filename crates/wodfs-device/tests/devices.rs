@@ -281,3 +281,50 @@ fn a_vectored_read_fills_its_pieces_in_order() {
     // Two reads and the failed one (attempts count, as with read_at).
     assert_eq!((c.reads, c.random_reads), (3, 1), "{c:?}");
 }
+
+/// Whole nodes read for a stream go past the page cache (direct I/O,
+/// through a pooled bounce buffer, in pieces when longer than it) and
+/// `read_with` hands over a borrowed buffer: both must return exactly the
+/// bytes written, at unaligned offsets, including bytes still only in the
+/// page cache (written, not synced: the kernel writes them back before a
+/// direct read of their range).
+#[test]
+fn large_stream_reads_return_what_was_written() {
+    const SIZE: u64 = 16 << 20;
+    let image: Vec<u8> = (0..10u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let path = TempPath::new("stream");
+    let file = FileDevice::create(&path.0, SIZE).unwrap();
+    let mem = MemDevice::new(SIZE);
+    let counting = CountingDevice::new(MemDevice::new(SIZE));
+    let devices: [&dyn Device; 3] = [&file, &mem, &counting];
+    for dev in devices {
+        dev.write_at(777, &image).unwrap();
+        // Pieces of odd sizes, 9.5 MiB in all: longer than one bounce
+        // buffer, so the direct path goes in several reads.
+        let lens: Vec<usize> = (0..40).map(|i| 200_000 + i * 3_001).collect();
+        let total: usize = lens.iter().sum();
+        assert!(total > 9 << 20 && total < image.len() - 1000);
+        let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
+        let mut pieces: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+        dev.read_vectored_at(777 + 1000, &mut pieces, false)
+            .unwrap();
+        assert!(bufs.concat() == image[1000..1000 + total]);
+
+        let (at, len) = (5_000_001usize, 4_200_000usize);
+        let mut seen = Vec::new();
+        dev.read_with(777 + at as u64, len, &mut |bytes| {
+            seen.extend_from_slice(bytes)
+        })
+        .unwrap();
+        assert!(seen == image[at..at + len]);
+        assert!(dev
+            .read_with(SIZE - 10, 20, &mut |_| panic!("past the end"))
+            .is_err());
+    }
+    let c = counting.counts();
+    // The vectored read, the read_with and the failed one; read_with
+    // reads no window past its bytes, so it counts as random.
+    assert_eq!((c.reads, c.random_reads), (3, 2), "{c:?}");
+}

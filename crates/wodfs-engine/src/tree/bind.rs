@@ -287,6 +287,28 @@ impl State {
         }
     }
 
+    /// The leaf whose range holds `key` and its bounds, without reading
+    /// the leaf itself: a read-ahead decides how to read it (whole, in one
+    /// read) instead of the descent reading its header first.
+    pub(super) fn leaf_for(&self, env: Env<'_>, key: &[u8]) -> Result<(BlockNum, Bounds)> {
+        let mut bounds = Bounds::all();
+        let mut b = self.root;
+        loop {
+            let entry = self.node_for_read(env, b)?;
+            if entry.node.is_leaf() {
+                return Ok((b, bounds));
+            }
+            let rel = relative(&entry, b, key)?;
+            let i = entry.node.part_index(rel);
+            bounds = child_bounds(&entry.node, &bounds, i);
+            let child = entry.node.children[i].child;
+            if entry.node.height == 1 {
+                return Ok((child, bounds));
+            }
+            b = child;
+        }
+    }
+
     /// Binds pending unbound inserts (`which` of them): writes the nodes
     /// that hold them (redirect-on-write, left cached and clean) and
     /// returns the binding entries to log. `prepared` holds answers of
