@@ -295,10 +295,20 @@ fn large_stream_reads_return_what_was_written() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     let path = TempPath::new("stream");
-    let file = FileDevice::create(&path.0, SIZE).unwrap();
+    let buffered = FileDevice::create(&path.0, SIZE).unwrap();
+    // An image file reads streams through the page cache; a block device
+    // goes direct. Force the direct path on a second image to test it too.
+    assert!(!buffered.direct_stream_reads());
+    let direct_path = TempPath::new("stream-direct");
+    let mut direct = FileDevice::create(&direct_path.0, SIZE).unwrap();
+    direct.set_direct_stream_reads(true);
+    assert_eq!(
+        direct.direct_stream_reads(),
+        direct.direct_io_unit().is_some()
+    );
     let mem = MemDevice::new(SIZE);
     let counting = CountingDevice::new(MemDevice::new(SIZE));
-    let devices: [&dyn Device; 3] = [&file, &mem, &counting];
+    let devices: [&dyn Device; 4] = [&buffered, &direct, &mem, &counting];
     for dev in devices {
         dev.write_at(777, &image).unwrap();
         // Pieces of odd sizes, 9.5 MiB in all: longer than one bounce
