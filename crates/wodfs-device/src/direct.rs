@@ -66,10 +66,12 @@ fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
     })
 }
 
-/// Vectored stream reads of at least this many bytes (a whole node)
-/// bypass the page cache ([`read_vectored_at`]); shorter ones are
-/// partitions, which the page cache may still hold from their write.
-pub(crate) const DIRECT_READ_MIN: usize = 256 << 10;
+/// Node writes and vectored stream reads of at least this many bytes (a
+/// whole node) bypass the page cache where the device does large I/O
+/// direct (`FileDevice::direct_large_io`); shorter ones are partitions
+/// and small nodes, which the page cache may still hold from their write
+/// and gathers into larger device writes.
+pub(crate) const DIRECT_IO_MIN: usize = 256 << 10;
 
 /// Bounce buffers kept for direct reads, for reuse: as many as reads the
 /// engine's read-ahead has in flight at once, most of the time.

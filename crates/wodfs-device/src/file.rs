@@ -13,8 +13,9 @@ use crate::{check_range, direct, Device};
 /// [`Device::sync`] is `fdatasync`: it makes written data durable without
 /// flushing metadata such as timestamps that the image does not need.
 ///
-/// Reads and [`Device::write_at`] go through the page cache: node writes
-/// are absorbed and written back asynchronously, nodes read back soon
+/// Reads and [`Device::write_at`] go through the page cache, except large
+/// ones on a block device ([`FileDevice::direct_large_io`]): small writes
+/// are gathered and written back asynchronously, nodes read back soon
 /// after are found there, and the kernel reads ahead. [`Device::write_direct_at`]
 /// (the log) goes through a second descriptor opened with `O_DIRECT`
 /// where the file supports it (see [`FileDevice::direct_io_unit`]), so a
@@ -42,9 +43,9 @@ pub struct FileDevice {
     direct: Option<(File, u64)>,
     /// A read-only descriptor without read-ahead (see the type's docs).
     random: File,
-    /// Whether large stream reads take the direct descriptor too; see
-    /// [`FileDevice::direct_stream_reads`].
-    direct_stream_reads: bool,
+    /// Whether large I/O takes the direct descriptor too; see
+    /// [`FileDevice::direct_large_io`].
+    direct_large_io: bool,
 }
 
 impl FileDevice {
@@ -66,7 +67,7 @@ impl FileDevice {
         lock_exclusive(&file, path)?;
         let size_bytes = file.seek(SeekFrom::End(0))?;
         let mut device = Self {
-            direct_stream_reads: is_block_device(&file)?,
+            direct_large_io: is_block_device(&file)?,
             file,
             size_bytes,
             direct: None,
@@ -103,25 +104,31 @@ impl FileDevice {
         self.direct.as_ref().map(|(_, unit)| *unit)
     }
 
-    /// Whether large stream reads (a whole leaf through
-    /// [`Device::read_with`], a vectored read of at least
-    /// [`direct::DIRECT_READ_MIN`] bytes) go past the page cache. Only on
-    /// a block device: there a cold 4 GiB read through the file system ran
-    /// at 1025-1100 MiB/s direct against 750 buffered, with a third less
-    /// daemon CPU (the copy out of the page cache and the kernel's
-    /// read-ahead bookkeeping are gone). On an image file inside another
-    /// file system the same reads ran slower direct: engine-compare's full
-    /// scan (its store on ext4) fell from 6.3 M to 4.1-4.5 M records/s at
-    /// the same CPU time, so the cost is in the lower file system's direct
-    /// path, not ours. Measured in session 14; `bench/RESULTS.md`.
-    pub fn direct_stream_reads(&self) -> bool {
-        self.direct_stream_reads && self.direct.is_some()
+    /// Whether large I/O goes past the page cache: node writes and stream
+    /// reads of at least [`direct::DIRECT_IO_MIN`] bytes (whole nodes),
+    /// and whole-leaf reads through [`Device::read_with`]. On a block
+    /// device only, where it was measured (session 15, a 4 GiB file
+    /// written and read cold through the file system on a loop device):
+    /// - reads: 1025-1100 MiB/s direct against 750 buffered, a third less
+    ///   daemon CPU (no copy out of the page cache, no kernel read-ahead);
+    /// - writes: the daemon's CPU fell from 9.1-10.1 s to 5.9-6.3 s; the
+    ///   copy into the page cache was a third of it.
+    ///
+    /// On an image file inside another file system, direct reads ran
+    /// slower: engine-compare's full scan (its store on ext4) fell from
+    /// 6.3 M to 4.1-4.5 M records/s at the same CPU time, so the cost is
+    /// in the lower file system's direct path, not ours; there large I/O
+    /// stays buffered unless [`FileDevice::set_direct_large_io`] says
+    /// otherwise. Small writes stay buffered everywhere: the page cache
+    /// gathers them into larger device writes.
+    pub fn direct_large_io(&self) -> bool {
+        self.direct_large_io && self.direct.is_some()
     }
 
-    /// Sets whether large stream reads go past the page cache, overriding
-    /// the choice made at open (they still need the direct descriptor).
-    pub fn set_direct_stream_reads(&mut self, on: bool) {
-        self.direct_stream_reads = on;
+    /// Sets whether large I/O goes past the page cache, overriding the
+    /// choice made at open (it still needs the direct descriptor).
+    pub fn set_direct_large_io(&mut self, on: bool) {
+        self.direct_large_io = on;
     }
 
     /// Creates (or truncates) a sparse, zero-filled image file of
@@ -164,7 +171,7 @@ impl FileDevice {
             size_bytes,
             direct: None,
             random: open_random(path)?,
-            direct_stream_reads: false,
+            direct_large_io: false,
         };
         device.open_direct(path);
         Ok(device)
@@ -243,6 +250,11 @@ impl Device for FileDevice {
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
+        if self.direct_large_io && buf.len() >= direct::DIRECT_IO_MIN {
+            // A node: the caller syncs before anything depends on it, as
+            // with a buffered write.
+            return self.write_direct_at(offset, buf);
+        }
         self.file.write_all_at(buf, offset)
     }
 
@@ -254,7 +266,7 @@ impl Device for FileDevice {
     ) -> io::Result<()> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         check_range(offset, total, self.size_bytes)?;
-        if !random && total >= direct::DIRECT_READ_MIN && self.direct_stream_reads {
+        if !random && total >= direct::DIRECT_IO_MIN && self.direct_large_io {
             if let Some((file, unit)) = &self.direct {
                 if (offset + total as u64).div_ceil(*unit) * unit <= self.size_bytes {
                     return direct::read_vectored_at(file, *unit, offset, bufs);
@@ -267,7 +279,7 @@ impl Device for FileDevice {
 
     fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
         check_range(offset, len, self.size_bytes)?;
-        if let (true, Some((file, unit))) = (self.direct_stream_reads, &self.direct) {
+        if let (true, Some((file, unit))) = (self.direct_large_io, &self.direct) {
             if (offset + len as u64).div_ceil(*unit) * unit <= self.size_bytes {
                 return direct::read_with(file, *unit, offset, len, f);
             }

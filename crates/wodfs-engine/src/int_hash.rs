@@ -5,7 +5,7 @@
 //! sequential stream's binding answers (one entry per insert) took 10 %
 //! of engine-compare's sequential-insert profile, half of it hashing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash's multiplier (from Firefox, used by rustc).
@@ -53,6 +53,9 @@ impl Hasher for IntHasher {
 
 /// A `HashMap` hashed with [`IntHasher`].
 pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// A `HashSet` hashed with [`IntHasher`].
+pub(crate) type IntSet<K> = HashSet<K, BuildHasherDefault<IntHasher>>;
 
 #[cfg(test)]
 mod tests {

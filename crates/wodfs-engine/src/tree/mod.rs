@@ -202,6 +202,8 @@ struct Shared {
     wake: background::Wake,
     /// Leaves a read-ahead thread is reading.
     loading: read_ahead::Loading,
+    /// Nodes a write-back call is writing.
+    writing: writeback::Writing,
     /// Where recent partition reads ended (random or continuing reads).
     reads: read_pattern::ReadPattern,
 }
@@ -397,6 +399,7 @@ impl Tree {
                 bind_barrier: Mutex::new(()),
                 wake: Default::default(),
                 loading: Default::default(),
+                writing: Default::default(),
                 reads: Default::default(),
             }),
         }

@@ -29,6 +29,7 @@ counters! {
     node_bytes_written: "Bytes of nodes written.",
     unlocked_writes: "Of those, nodes serialized without the tree's lock (write-back thread, checkpoint).",
     stale_writes: "Nodes serialized without the lock and then dropped: changed meanwhile.",
+    stale_bytes_written: "Bytes of those that reached the device before they were dropped (not in `node_bytes_written`).",
     flushes: "Buffers flushed to a child.",
     leaf_splits: "Leaf splits.",
     internal_splits: "Internal node splits.",
@@ -63,8 +64,10 @@ impl Stats {
         self.add_node_write(bytes);
         self.unlocked_writes.fetch_add(1, Relaxed);
     }
-    pub fn add_stale_write(&self) {
+    pub fn add_stale_write(&self, written_bytes: usize) {
         self.stale_writes.fetch_add(1, Relaxed);
+        self.stale_bytes_written
+            .fetch_add(written_bytes as u64, Relaxed);
     }
     pub fn add_flush(&self) {
         self.flushes.fetch_add(1, Relaxed);

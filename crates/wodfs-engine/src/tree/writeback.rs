@@ -12,6 +12,16 @@
 //! clean entry's extent always holds its bytes (a reader that drops and
 //! reloads a partition reads what was written).
 //!
+//! Two calls never write one node at once: each claims its blocks in
+//! [`Writing`] first. The write-back thread and a writer pass over a node
+//! another call is writing; a checkpoint and a sync, which need the node
+//! clean afterwards, wait for that call to finish and then look again.
+//! Without the claims a sync's binding pass and the write-back thread
+//! wrote the same leaf side by side, and one of the two copies was dropped
+//! as stale: a quarter of the node bytes of a 4 GiB sequential write
+//! (1,013 MiB in 255 nodes), hidden by the page cache while nodes were
+//! written through it, and written to the device once they were not.
+//!
 //! Four users: the write-back thread, which takes the nodes eviction
 //! queues (so request threads hand the work to the other core instead of
 //! doing it); a writer the thread cannot keep up with, which writes the
@@ -30,7 +40,7 @@ use super::cache::CacheEntry;
 use super::Tree;
 use crate::error::Result;
 use crate::format::node::encode_node;
-use crate::int_hash::IntMap;
+use crate::int_hash::{IntMap, IntSet};
 use crate::table::{BlockNum, Extent};
 
 /// Nodes the write-back thread takes per round trip of the lock: one, so
@@ -171,24 +181,80 @@ pub(crate) enum For {
     Writer,
 }
 
+/// Blocks some call of [`Tree::write_back_unlocked`] is writing now.
+#[derive(Debug, Default)]
+pub(crate) struct Writing {
+    blocks: Mutex<IntSet<BlockNum>>,
+    done: Condvar,
+}
+
+impl Writing {
+    /// Claims `blocks` for the caller until the claim drops. With `wait`,
+    /// claims all of them, after waiting until no other call holds any
+    /// (holding none itself meanwhile, so two waiters cannot deadlock);
+    /// without, claims those no other call holds and passes over the rest.
+    fn claim(&self, blocks: &[BlockNum], wait: bool) -> WritingClaim<'_> {
+        let mut held = self.blocks.lock();
+        if wait {
+            while blocks.iter().any(|b| held.contains(b)) {
+                self.done.wait(&mut held);
+            }
+        }
+        let claimed = blocks
+            .iter()
+            .filter(|&&b| held.insert(b))
+            .copied()
+            .collect();
+        WritingClaim {
+            writing: self,
+            blocks: claimed,
+        }
+    }
+}
+
+/// Blocks claimed in [`Writing`]; dropping the claim (however the write
+/// ended) releases them and wakes the calls waiting for them.
+struct WritingClaim<'a> {
+    writing: &'a Writing,
+    blocks: Vec<BlockNum>,
+}
+
+impl Drop for WritingClaim<'_> {
+    fn drop(&mut self) {
+        let mut held = self.writing.blocks.lock();
+        for b in &self.blocks {
+            held.remove(b);
+        }
+        drop(held);
+        self.writing.done.notify_all();
+    }
+}
+
 /// A node being written: its entry as snapshot, its image, its extent.
 struct Job {
     b: BlockNum,
     entry: Arc<CacheEntry>,
     image: crate::format::node::NodeImage,
     extent: Option<Extent>,
+    /// Its image reached the device.
+    written: bool,
 }
 
 impl Tree {
     /// Writes the given dirty nodes back with the lock held only to
     /// allocate and to commit (see the module comment). Blocks that are
-    /// clean, the root, or being written by a checkpoint are skipped.
+    /// clean, the root, or being written by a checkpoint are skipped, and
+    /// so are those another call is writing, unless `why` needs them clean
+    /// (then this call waits for the other).
     pub(crate) fn write_back_unlocked(&self, blocks: &[BlockNum], why: For) -> Result<()> {
         self.check_poison()?;
         let env = self.env();
+        let needs_clean = matches!(why, For::Checkpoint | For::Binding);
+        let claim = self.shared.writing.claim(blocks, needs_clean);
         let entries: Vec<(BlockNum, Arc<CacheEntry>)> = {
             let st = self.shared.state.read();
-            blocks
+            claim
+                .blocks
                 .iter()
                 .filter_map(|&b| {
                     let e = st.cache.peek(b)?;
@@ -210,6 +276,7 @@ impl Tree {
                     entry,
                     image,
                     extent: None,
+                    written: false,
                 }
             })
             .collect();
@@ -239,12 +306,13 @@ impl Tree {
             For::Binding => "bind.nodes",
             For::Writer => "writeback.writer",
         });
-        for j in &jobs {
+        for j in &mut jobs {
             if let Some(x) = j.extent {
                 if let Err(e) = env.write(x.offset, &j.image.bytes) {
                     failed = Some(e);
                     break;
                 }
+                j.written = true;
             }
         }
         let mut st = self.shared.state.write();
@@ -254,6 +322,7 @@ impl Tree {
                 entry,
                 image,
                 extent,
+                written,
             } = j;
             let current = st.cache.is_current(b, &entry) && entry.dirty;
             drop(entry);
@@ -263,7 +332,8 @@ impl Tree {
                     st.cache.mark_clean(b, |node| image.set_places(node));
                     env.stats.add_unlocked_write(image.bytes.len());
                 } else {
-                    env.stats.add_stale_write();
+                    env.stats
+                        .add_stale_write(if written { image.bytes.len() } else { 0 });
                     st.table.release(x.offset, x.len);
                 }
             }
@@ -315,7 +385,7 @@ mod tests {
 
     use wodfs_device::MemDevice;
 
-    use super::Queue;
+    use super::{Queue, Writing};
     use crate::tree::{Op, Tree};
     use crate::Config;
 
@@ -360,5 +430,33 @@ mod tests {
             .expect("the writer finished (4 MiB into a 1 MiB cache)");
         assert!(tree.stats().unlocked_writes > 0, "{:?}", tree.stats());
         tree.verify().unwrap();
+    }
+
+    /// A call that may pass over nodes takes only those no other call is
+    /// writing; one that needs them clean waits until the other's claim
+    /// drops, and then holds all of them.
+    #[test]
+    fn two_calls_never_write_one_node_at_once() {
+        let writing = Writing::default();
+        let first = writing.claim(&[1, 2], false);
+        assert_eq!(first.blocks, [1, 2]);
+        let passing = writing.claim(&[2, 3], false);
+        assert_eq!(passing.blocks, [3], "2 is the first call's");
+        drop(passing);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let waiting = writing.claim(&[2, 3], true);
+                tx.send(waiting.blocks.clone()).unwrap();
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(100)).is_err(),
+                "claimed 2 while the first call held it"
+            );
+            drop(first);
+            let got = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(got, [2, 3]);
+        });
+        assert!(writing.blocks.lock().is_empty(), "every claim released");
     }
 }
