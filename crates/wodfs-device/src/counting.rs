@@ -19,6 +19,8 @@ pub struct IoCounts {
     pub writes: u64,
     /// Bytes passed to write requests.
     pub write_bytes: u64,
+    /// Of those, the bytes of [`Device::write_stream_at`] requests.
+    pub stream_write_bytes: u64,
     /// Sync requests.
     pub syncs: u64,
 }
@@ -34,6 +36,9 @@ impl IoCounts {
             random_reads: self.random_reads.saturating_sub(earlier.random_reads),
             writes: self.writes.saturating_sub(earlier.writes),
             write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            stream_write_bytes: self
+                .stream_write_bytes
+                .saturating_sub(earlier.stream_write_bytes),
             syncs: self.syncs.saturating_sub(earlier.syncs),
         }
     }
@@ -49,6 +54,7 @@ pub struct CountingDevice<D: Device> {
     random_reads: AtomicU64,
     writes: AtomicU64,
     write_bytes: AtomicU64,
+    stream_write_bytes: AtomicU64,
     syncs: AtomicU64,
 }
 
@@ -62,6 +68,7 @@ impl<D: Device> CountingDevice<D> {
             random_reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
+            stream_write_bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
         }
     }
@@ -75,6 +82,7 @@ impl<D: Device> CountingDevice<D> {
             random_reads: self.random_reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            stream_write_bytes: self.stream_write_bytes.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),
         }
     }
@@ -87,6 +95,7 @@ impl<D: Device> CountingDevice<D> {
             &self.random_reads,
             &self.writes,
             &self.write_bytes,
+            &self.stream_write_bytes,
             &self.syncs,
         ] {
             counter.store(0, Ordering::Relaxed);
@@ -142,6 +151,15 @@ impl<D: Device> Device for CountingDevice<D> {
         self.write_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.inner.write_direct_at(offset, buf)
+    }
+
+    fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.stream_write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.write_stream_at(offset, buf)
     }
 
     fn read_vectored_at(

@@ -66,9 +66,9 @@ fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
     })
 }
 
-/// Node writes and vectored stream reads of at least this many bytes (a
-/// whole node) bypass the page cache where the device does large I/O
-/// direct (`FileDevice::direct_large_io`); shorter ones are partitions
+/// A stream's node writes and vectored stream reads of at least this many
+/// bytes (a whole node) bypass the page cache where the device does large
+/// I/O direct (`FileDevice::direct_large_io`); shorter ones are partitions
 /// and small nodes, which the page cache may still hold from their write
 /// and gathers into larger device writes.
 pub(crate) const DIRECT_IO_MIN: usize = 256 << 10;

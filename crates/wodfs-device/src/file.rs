@@ -13,10 +13,10 @@ use crate::{check_range, direct, Device};
 /// [`Device::sync`] is `fdatasync`: it makes written data durable without
 /// flushing metadata such as timestamps that the image does not need.
 ///
-/// Reads and [`Device::write_at`] go through the page cache, except large
-/// ones on a block device ([`FileDevice::direct_large_io`]): small writes
-/// are gathered and written back asynchronously, nodes read back soon
-/// after are found there, and the kernel reads ahead. [`Device::write_direct_at`]
+/// Reads and [`Device::write_at`] go through the page cache, except a
+/// stream's large ones on a block device ([`FileDevice::direct_large_io`]):
+/// writes are gathered and written back asynchronously, nodes read back
+/// soon after are found there, and the kernel reads ahead. [`Device::write_direct_at`]
 /// (the log) goes through a second descriptor opened with `O_DIRECT`
 /// where the file supports it (see [`FileDevice::direct_io_unit`]), so a
 /// small sync writes the 512-byte sectors it covers rather than whole
@@ -104,23 +104,28 @@ impl FileDevice {
         self.direct.as_ref().map(|(_, unit)| *unit)
     }
 
-    /// Whether large I/O goes past the page cache: node writes and stream
-    /// reads of at least [`direct::DIRECT_IO_MIN`] bytes (whole nodes),
-    /// and whole-leaf reads through [`Device::read_with`]. On a block
-    /// device only, where it was measured (session 15, a 4 GiB file
-    /// written and read cold through the file system on a loop device):
+    /// Whether large I/O goes past the page cache: nodes of a sequential
+    /// stream ([`Device::write_stream_at`]) and stream reads of at least
+    /// [`direct::DIRECT_IO_MIN`] bytes (whole nodes), and whole-leaf reads
+    /// through [`Device::read_with`]. On a block device only, where it was
+    /// measured (sessions 14-15, a 4 GiB file written and read cold
+    /// through the file system on a loop device):
     /// - reads: 1025-1100 MiB/s direct against 750 buffered, a third less
     ///   daemon CPU (no copy out of the page cache, no kernel read-ahead);
-    /// - writes: the daemon's CPU fell from 9.1-10.1 s to 5.9-6.3 s; the
-    ///   copy into the page cache was a third of it.
+    /// - writes: the daemon's CPU fell from 8-10 s to 5-5.3 s; the copy
+    ///   into the page cache was a third of it.
+    ///
+    /// Other node writes stay buffered: the page cache holds them for a
+    /// reload after the engine evicts them. With every node of 256 KiB or
+    /// more written direct, Postmark read 3,632 MiB from the device
+    /// instead of 55-59.
     ///
     /// On an image file inside another file system, direct reads ran
     /// slower: engine-compare's full scan (its store on ext4) fell from
     /// 6.3 M to 4.1-4.5 M records/s at the same CPU time, so the cost is
     /// in the lower file system's direct path, not ours; there large I/O
     /// stays buffered unless [`FileDevice::set_direct_large_io`] says
-    /// otherwise. Small writes stay buffered everywhere: the page cache
-    /// gathers them into larger device writes.
+    /// otherwise.
     pub fn direct_large_io(&self) -> bool {
         self.direct_large_io && self.direct.is_some()
     }
@@ -250,12 +255,14 @@ impl Device for FileDevice {
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         if self.direct_large_io && buf.len() >= direct::DIRECT_IO_MIN {
-            // A node: the caller syncs before anything depends on it, as
-            // with a buffered write.
             return self.write_direct_at(offset, buf);
         }
-        self.file.write_all_at(buf, offset)
+        self.write_at(offset, buf)
     }
 
     fn read_vectored_at(

@@ -74,6 +74,17 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         self.write_at(offset, buf)
     }
 
+    /// [`Device::write_at`] of a node a sequential stream filled: it is
+    /// read back, if at all, by a stream, whose reads a device may take
+    /// past its cache ([`Device::read_with`]), so caching it buys nothing.
+    /// [`FileDevice`] writes it direct where it does large I/O direct (on a
+    /// block device); other nodes stay in the page cache, which holds them
+    /// for a reload after the engine evicts them. Same contract as
+    /// `write_at`.
+    fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_at(offset, buf)
+    }
+
     /// Reads consecutive bytes from `offset` into several buffers, one
     /// after another, as one read (a random one if `random`, see
     /// [`Device::read_random_at`]): a node's partitions each land in a
@@ -141,6 +152,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
     }
+    fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_stream_at(offset, buf)
+    }
     fn read_vectored_at(
         &self,
         offset: u64,
@@ -175,6 +189,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_direct_at(offset, buf)
+    }
+    fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_stream_at(offset, buf)
     }
     fn read_vectored_at(
         &self,

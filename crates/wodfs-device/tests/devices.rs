@@ -307,13 +307,13 @@ fn large_stream_reads_return_what_was_written() {
     let counting = CountingDevice::new(MemDevice::new(SIZE));
     let devices: [&dyn Device; 4] = [&buffered, &direct, &mem, &counting];
     for dev in devices {
-        // Cached pages of a range a large write then covers (direct where
-        // the device says so) must not be read back stale.
+        // Cached pages of a range a stream write then covers (direct
+        // where the device says so) must not be read back stale.
         dev.write_at(777 + 4096, &[0xA5; 8192]).unwrap();
         let mut before = [0u8; 8192];
         dev.read_at(777 + 4096, &mut before).unwrap();
         assert_eq!(before, [0xA5; 8192]);
-        dev.write_at(777, &image).unwrap();
+        dev.write_stream_at(777, &image).unwrap();
         let mut after = vec![0u8; 8192];
         dev.read_at(777 + 4096, &mut after).unwrap();
         assert!(after == image[4096..4096 + 8192]);
@@ -340,6 +340,7 @@ fn large_stream_reads_return_what_was_written() {
             .is_err());
     }
     let c = counting.counts();
+    assert_eq!(c.stream_write_bytes, image.len() as u64);
     // The two checks of the overwritten range, the vectored read, the
     // read_with and the failed one; read_with reads no window past its
     // bytes, so it counts as random.

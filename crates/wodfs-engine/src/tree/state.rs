@@ -104,6 +104,13 @@ impl Env<'_> {
             .write_at(offset, buf)
             .map_err(io_error("write", offset))
     }
+    /// A node a sequential stream filled: see
+    /// [`wodfs_device::Device::write_stream_at`].
+    pub fn write_stream(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.dev
+            .write_stream_at(offset, buf)
+            .map_err(io_error("write", offset))
+    }
     /// A write the caller syncs right after (the log): see
     /// [`wodfs_device::Device::write_direct_at`].
     pub fn write_direct(&self, offset: u64, buf: &[u8]) -> Result<()> {

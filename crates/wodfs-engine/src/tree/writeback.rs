@@ -308,7 +308,14 @@ impl Tree {
         });
         for j in &mut jobs {
             if let Some(x) = j.extent {
-                if let Err(e) = env.write(x.offset, &j.image.bytes) {
+                // A binding pass writes the leaves holding a sequential
+                // stream's values.
+                let written = if why == For::Binding {
+                    env.write_stream(x.offset, &j.image.bytes)
+                } else {
+                    env.write(x.offset, &j.image.bytes)
+                };
+                if let Err(e) = written {
                     failed = Some(e);
                     break;
                 }
