@@ -6,7 +6,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::{check_range, direct, Device};
+use crate::{check_range, direct, residency, Device};
 
 /// A device backed by a regular file or a block device, opened read-write.
 ///
@@ -183,6 +183,29 @@ impl FileDevice {
     }
 }
 
+impl FileDevice {
+    /// The direct descriptor and its unit, if a large read of `len` bytes
+    /// at `offset` goes past the page cache: large I/O goes direct here
+    /// ([`FileDevice::direct_large_io`]), the units around the bytes lie
+    /// inside the device, and the page cache holds hardly any of them (or
+    /// the kernel cannot say). What the cache holds, a read through it
+    /// takes without reading the device: a cold `tar` of the kernel tree
+    /// read 535 MiB from the device with every whole-leaf read direct, as
+    /// those leaves' basements had just been cached by small files' point
+    /// reads, against 474 MiB with every read through the cache.
+    fn reads_direct(&self, offset: u64, len: usize) -> Option<(&File, u64)> {
+        let (file, unit) = self.direct.as_ref()?;
+        let end = (offset + len as u64).div_ceil(*unit) * unit;
+        if !self.direct_large_io
+            || end > self.size_bytes
+            || residency::hardly_cached(&self.file, offset, len as u64) == Some(false)
+        {
+            return None;
+        }
+        Some((file, *unit))
+    }
+}
+
 /// Whether `file` is a block device rather than a regular file.
 fn is_block_device(file: &File) -> io::Result<bool> {
     Ok(file.metadata()?.file_type().is_block_device())
@@ -273,11 +296,9 @@ impl Device for FileDevice {
     ) -> io::Result<()> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         check_range(offset, total, self.size_bytes)?;
-        if !random && total >= direct::DIRECT_IO_MIN && self.direct_large_io {
-            if let Some((file, unit)) = &self.direct {
-                if (offset + total as u64).div_ceil(*unit) * unit <= self.size_bytes {
-                    return direct::read_vectored_at(file, *unit, offset, bufs);
-                }
+        if !random && total >= direct::DIRECT_IO_MIN {
+            if let Some((file, unit)) = self.reads_direct(offset, total) {
+                return direct::read_vectored_at(file, unit, offset, bufs);
             }
         }
         let file = if random { &self.random } else { &self.file };
@@ -286,10 +307,8 @@ impl Device for FileDevice {
 
     fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
         check_range(offset, len, self.size_bytes)?;
-        if let (true, Some((file, unit))) = (self.direct_large_io, &self.direct) {
-            if (offset + len as u64).div_ceil(*unit) * unit <= self.size_bytes {
-                return direct::read_with(file, *unit, offset, len, f);
-            }
+        if let Some((file, unit)) = self.reads_direct(offset, len) {
+            return direct::read_with(file, unit, offset, len, f);
         }
         let mut buf = vec![0u8; len];
         self.random.read_exact_at(&mut buf, offset)?;

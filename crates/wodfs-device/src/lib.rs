@@ -25,6 +25,7 @@ mod direct;
 mod fault;
 mod file;
 mod mem;
+mod residency;
 
 pub use counting::{CountingDevice, IoCounts};
 pub use fault::{FaultConfig, FaultDevice, FaultKind, PowerCut};
