@@ -107,7 +107,8 @@ impl FileDevice {
     /// Whether large I/O goes past the page cache: nodes of a sequential
     /// stream ([`Device::write_stream_at`]) and stream reads of at least
     /// [`direct::DIRECT_IO_MIN`] bytes (whole nodes), and whole-leaf reads
-    /// through [`Device::read_with`]. On a block device only, where it was
+    /// through [`Device::read_with`] (reads only where the page cache
+    /// holds hardly any of their range). On a block device only, where it was
     /// measured (sessions 14-15, a 4 GiB file written and read cold
     /// through the file system on a loop device):
     /// - reads: 1025-1100 MiB/s direct against 750 buffered, a third less
