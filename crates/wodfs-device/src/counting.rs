@@ -112,6 +112,11 @@ impl<D: Device> CountingDevice<D> {
         self.read_bytes.fetch_add(len as u64, Ordering::Relaxed);
     }
 
+    fn count_write(&self, len: usize) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes.fetch_add(len as u64, Ordering::Relaxed);
+    }
+
     /// Stops counting and gives the wrapped device back.
     pub fn into_inner(self) -> D {
         self.inner
@@ -131,9 +136,7 @@ impl<D: Device> Device for CountingDevice<D> {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.write_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.count_write(buf.len());
         self.inner.write_at(offset, buf)
     }
 
@@ -147,16 +150,12 @@ impl<D: Device> Device for CountingDevice<D> {
     }
 
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.write_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.count_write(buf.len());
         self.inner.write_direct_at(offset, buf)
     }
 
     fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.write_bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.count_write(buf.len());
         self.stream_write_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.inner.write_stream_at(offset, buf)

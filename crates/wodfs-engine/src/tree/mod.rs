@@ -202,8 +202,9 @@ struct Shared {
     wake: background::Wake,
     /// Leaves a read-ahead thread is reading.
     loading: read_ahead::Loading,
-    /// Nodes a write-back call is writing.
-    writing: writeback::Writing,
+    /// Nodes a write-back call is writing (`State::writing` holds those a
+    /// checkpoint's locked step placed).
+    writing_back: writeback::Writing,
     /// Where recent partition reads ended (random or continuing reads).
     reads: read_pattern::ReadPattern,
 }
@@ -399,7 +400,7 @@ impl Tree {
                 bind_barrier: Mutex::new(()),
                 wake: Default::default(),
                 loading: Default::default(),
-                writing: Default::default(),
+                writing_back: Default::default(),
                 reads: Default::default(),
             }),
         }

@@ -29,7 +29,7 @@ pub(crate) const READ_AHEAD_MIN_NODE_BYTES: usize = 256 << 10;
 /// file read 1 MiB at a time (session 14): two, each reading a leaf's
 /// header and then its partitions, left the reader waiting for a leaf a
 /// third of its time; four reading whole leaves (see [`State::read_whole`]
-/// and [`State::prefetch_past_loaded`]) ran 1,110-1,583 MiB/s against
+/// and [`State::prefetch`]) ran 1,110-1,583 MiB/s against
 /// 886-980.
 const DETACHED_MAX: usize = 4;
 
@@ -97,16 +97,12 @@ impl State {
         self.prefetch(env, from, hi, leaves, false);
     }
 
-    /// Like [`State::prefetch_leaves`], but `loads` counts the leaves
-    /// this call loads: leaves already cached or being loaded are passed
-    /// over. For a reader that asks again at every request (a file read
-    /// 1 MiB at a time): each call reaches past what earlier calls loaded
-    /// instead of finding the next leaf there and stopping, so the device
-    /// stays [`READ_AHEAD_LEAVES`] leaves ahead of the reader.
-    pub fn prefetch_past_loaded(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, loads: usize) {
-        self.prefetch(env, from, hi, loads, true);
-    }
-
+    /// [`State::prefetch_leaves`]; with `past_loaded`, `budget` counts the
+    /// leaves this call loads: leaves already cached or being loaded are
+    /// passed over. For a reader that asks again at every request (a file
+    /// read 1 MiB at a time): each call reaches past what earlier calls
+    /// loaded instead of finding the next leaf there and stopping, so the
+    /// device stays [`READ_AHEAD_LEAVES`] leaves ahead of the reader.
     fn prefetch(
         &self,
         env: Env<'_>,
@@ -214,7 +210,7 @@ impl Tree {
     /// Loads up to `leaves` leaves from `lo` (below `hi`) into the cache on
     /// a thread nobody joins, unless [`DETACHED_MAX`] such threads run.
     /// With `past_loaded`, `leaves` counts leaves loaded, not looked at
-    /// ([`State::prefetch_past_loaded`]).
+    /// ([`State::prefetch`]).
     fn spawn_detached(&self, lo: Vec<u8>, hi: Option<Vec<u8>>, leaves: usize, past_loaded: bool) {
         let running = &self.shared.loading.detached;
         if running.fetch_add(1, Ordering::AcqRel) >= DETACHED_MAX {
@@ -230,11 +226,7 @@ impl Tree {
                 });
                 let env = tree.env();
                 let st = tree.shared.state.read();
-                if past_loaded {
-                    st.prefetch_past_loaded(env, &lo, hi.as_deref(), leaves);
-                } else {
-                    st.prefetch_leaves(env, &lo, hi.as_deref(), leaves);
-                }
+                st.prefetch(env, &lo, hi.as_deref(), leaves, past_loaded);
             });
         if spawned.is_err() {
             // No thread (resource limits): the reads happen on demand.

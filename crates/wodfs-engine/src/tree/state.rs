@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::format::node::{decode_header, decode_part};
 use crate::format::segments;
 use crate::msg::{Msn, PointMsg};
-use crate::node::{Node, Part};
+use crate::node::{Node, Part, PartLoc, PartSlot};
 use crate::table::{BlockNum, BlockTable, Extent};
 
 /// Device regions.
@@ -195,22 +195,12 @@ impl State {
         if let Some(p) = slot.data.get() {
             return Ok(p);
         }
-        let loc = slot.disk.ok_or_else(|| {
-            Error::corrupt(
-                "partition",
-                0,
-                format!("block {b} partition {i} has no place"),
-            )
-        })?;
+        let loc = part_place(b, 0, i, slot)?;
         let base = self.extent_offset(b)?;
-        let addr = base + u64::from(loc.offset);
         let mut buf = vec![0u8; loc.stored_len as usize];
-        env.read_tracked(addr, &mut buf)?;
+        env.read_tracked(base + u64::from(loc.offset), &mut buf)?;
         env.stats.add_partition_read();
-        let part =
-            decode_part(buf, &loc, entry.node.is_leaf(), slot.summary.as_deref()).map_err(|d| {
-                Error::corrupt("partition", addr, format!("block {b} partition {i}: {d}"))
-            })?;
+        let part = decode_part_of(b, base, i, slot, &loc, entry.node.is_leaf(), buf)?;
         let added = part.mem_bytes() + 64;
         if slot.data.set(part).is_ok() {
             self.cache.grew(b, entry, added);
@@ -277,14 +267,7 @@ impl State {
         let base = self.extent_offset(b)?;
         let mut places = Vec::with_capacity(missing.len());
         for &i in &missing {
-            let loc = node.parts[i].disk.ok_or_else(|| {
-                Error::corrupt(
-                    "partition",
-                    base,
-                    format!("block {b} partition {i} has no place"),
-                )
-            })?;
-            places.push((i, loc));
+            places.push((i, part_place(b, base, i, &node.parts[i])?));
         }
         // One read from the first missing partition to the end of the
         // last, each partition into a buffer of its own (decoded without
@@ -321,14 +304,7 @@ impl State {
         let leaf = node.is_leaf();
         for ((i, loc), at) in places.into_iter().zip(part_at) {
             let bytes = std::mem::take(&mut bufs[at]);
-            let part =
-                decode_part(bytes, &loc, leaf, node.parts[i].summary.as_deref()).map_err(|d| {
-                    Error::corrupt(
-                        "partition",
-                        base + u64::from(loc.offset),
-                        format!("block {b} partition {i}: {d}"),
-                    )
-                })?;
+            let part = decode_part_of(b, base, i, &node.parts[i], &loc, leaf, bytes)?;
             let _ = node.parts[i].data.set(part);
         }
         Ok(node)
@@ -382,13 +358,7 @@ fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Nod
     let node = check_header(b, height, x, bytes)?;
     let leaf = node.is_leaf();
     for (i, slot) in node.parts.iter().enumerate() {
-        let loc = slot.disk.ok_or_else(|| {
-            Error::corrupt(
-                "partition",
-                x.offset,
-                format!("block {b} partition {i} has no place"),
-            )
-        })?;
+        let loc = part_place(b, x.offset, i, slot)?;
         let start = loc.offset as usize;
         let stored = bytes
             .get(start..start + loc.stored_len as usize)
@@ -399,15 +369,39 @@ fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Nod
                     format!("block {b} partition {i} lies past the end of its extent"),
                 )
             })?;
-        let part =
-            decode_part(stored.to_vec(), &loc, leaf, slot.summary.as_deref()).map_err(|d| {
-                Error::corrupt(
-                    "partition",
-                    x.offset + u64::from(loc.offset),
-                    format!("block {b} partition {i}: {d}"),
-                )
-            })?;
+        let part = decode_part_of(b, x.offset, i, slot, &loc, leaf, stored.to_vec())?;
         let _ = slot.data.set(part);
     }
     Ok(node)
+}
+
+/// Where partition `i` of node `b` (extent at `base`) lies in its extent.
+fn part_place(b: BlockNum, base: u64, i: usize, slot: &PartSlot) -> Result<PartLoc> {
+    slot.disk.ok_or_else(|| {
+        Error::corrupt(
+            "partition",
+            base,
+            format!("block {b} partition {i} has no place"),
+        )
+    })
+}
+
+/// Partition `i` of node `b` (extent at `base`), decoded from its stored
+/// bytes; a damaged one is a corruption error naming its address.
+fn decode_part_of(
+    b: BlockNum,
+    base: u64,
+    i: usize,
+    slot: &PartSlot,
+    loc: &PartLoc,
+    leaf: bool,
+    stored: Vec<u8>,
+) -> Result<Part> {
+    decode_part(stored, loc, leaf, slot.summary.as_deref()).map_err(|d| {
+        Error::corrupt(
+            "partition",
+            base + u64::from(loc.offset),
+            format!("block {b} partition {i}: {d}"),
+        )
+    })
 }

@@ -19,8 +19,8 @@
 //! Without the claims a sync's binding pass and the write-back thread
 //! wrote the same leaf side by side, and one of the two copies was dropped
 //! as stale: a quarter of the node bytes of a 4 GiB sequential write
-//! (1,013 MiB in 255 nodes), hidden by the page cache while nodes were
-//! written through it, and written to the device once they were not.
+//! (1,013 MiB in 255 nodes). The page cache absorbed the second copy
+//! while nodes were written through it; writing them direct showed it.
 //!
 //! Four users: the write-back thread, which takes the nodes eviction
 //! queues (so request threads hand the work to the other core instead of
@@ -250,7 +250,7 @@ impl Tree {
         self.check_poison()?;
         let env = self.env();
         let needs_clean = matches!(why, For::Checkpoint | For::Binding);
-        let claim = self.shared.writing.claim(blocks, needs_clean);
+        let claim = self.shared.writing_back.claim(blocks, needs_clean);
         let entries: Vec<(BlockNum, Arc<CacheEntry>)> = {
             let st = self.shared.state.read();
             claim
