@@ -353,7 +353,8 @@ impl Basement {
                 Entries::Open(m.range::<[u8], _>((Included(lo), upper)))
             }
             Repr::Frozen(f) => {
-                let start = f.lower_bound(lo);
+                // The whole basement (a scan passing through) needs no search.
+                let start = if lo.is_empty() { 0 } else { f.lower_bound(lo) };
                 let end = hi.map_or(f.len(), |h| f.lower_bound(h).max(start));
                 Entries::Frozen(f, start..end)
             }

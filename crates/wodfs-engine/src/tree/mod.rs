@@ -1042,7 +1042,7 @@ impl Tree {
             }
             let st = self.shared.state.read();
             let visited = st.visit_leaf(env, &from, hi, &mut f, &mut |next| {
-                ahead = read_ahead::next_leaf(self, next, hi);
+                ahead = read_ahead::next_leaf(self, &st, next, hi);
             });
             st.evict_clean(env);
             drop(st);
@@ -1506,13 +1506,6 @@ pub struct RangeIter {
     read_ahead: Option<std::thread::JoinHandle<()>>,
 }
 
-impl RangeIter {
-    fn start_read_ahead(&mut self) {
-        self.read_ahead =
-            read_ahead::next_leaf(&self.tree, self.cursor.as_deref(), self.hi.as_deref());
-    }
-}
-
 impl Drop for RangeIter {
     fn drop(&mut self) {
         if let Some(h) = self.read_ahead.take() {
@@ -1540,12 +1533,15 @@ impl Iterator for RangeIter {
             let st = self.tree.shared.state.read();
             let scanned = st.scan_leaf(env, &from, self.hi.as_deref());
             st.evict_clean(env);
+            if let Ok((_, next)) = &scanned {
+                self.read_ahead =
+                    read_ahead::next_leaf(&self.tree, &st, next.as_deref(), self.hi.as_deref());
+            }
             drop(st);
             match scanned {
                 Ok((batch, next)) => {
                     self.batch = batch.into_iter();
                     self.cursor = next;
-                    self.start_read_ahead();
                 }
                 Err(e) => return Some(Err(e)),
             }
