@@ -100,10 +100,13 @@ impl Drop for Claim<'_> {
 
 impl State {
     /// Is leaf `b` cached whole, or being loaded by a read-ahead thread?
-    /// Either way a read-ahead has nothing to do for it. Looked at without
-    /// counting as a use.
+    /// Either way a read-ahead has nothing to do for it. Counts as a use
+    /// of the leaf, on purpose: a reader will want it soon, and eviction
+    /// takes leaves first, in LRU order. A leaf loaded ahead is older than
+    /// the leaves the reader has just been through, and could be evicted
+    /// before the reader reached it, then read again.
     fn leaf_loaded(&self, env: Env<'_>, b: BlockNum) -> bool {
-        env.loading.is_loading(b) || self.cache.peek(b).is_some_and(|e| e.node.is_fully_loaded())
+        env.loading.is_loading(b) || self.cache.get(b).is_some_and(|e| e.node.is_fully_loaded())
     }
 
     /// Where the first leaf holding keys of `[from, hi)` that
