@@ -159,13 +159,24 @@ pub(crate) fn resize_ops(loc: &Loc, old: u64, new: u64, ops: &mut Vec<Op>) {
 impl Fs {
     /// Reads up to `len` bytes at `offset` (short at the end of file).
     pub fn read(&self, loc: &Loc, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_into(loc, offset, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Fs::read`] into `out` (cleared first), for a caller that reuses
+    /// one buffer for every read: a fresh 1 MiB buffer per request is
+    /// memory the kernel must fault in and zero each time, and that the
+    /// FUSE reply's copy then reads from cold.
+    pub fn read_into(&self, loc: &Loc, offset: u64, len: usize, out: &mut Vec<u8>) -> FsResult<()> {
+        out.clear();
         let attr = file_attr(self, loc)?;
         if offset >= attr.size || len == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let end = attr.size.min(offset.saturating_add(len as u64));
         // Filled in block order; holes and short blocks read as zeros.
-        let mut out = Vec::with_capacity((end - offset) as usize);
+        out.reserve((end - offset) as usize);
         let first = offset / BLOCK;
         let last = (end - 1) / BLOCK;
         if last - first < POINT_READ_BLOCKS {
@@ -175,11 +186,11 @@ impl Fs {
             // in Postmark or TableFS, databases) pay on every cold access.
             for block in first..=last {
                 if let Some(value) = self.tree.get(&loc.data_key(block))? {
-                    append_block(&mut out, offset, end, block, &value);
+                    append_block(out, offset, end, block, &value);
                 }
             }
             out.resize((end - offset) as usize, 0);
-            return self.read_done(loc, &attr, out);
+            return self.read_done(loc, &attr);
         }
         let lo = loc.data_key(first);
         let hi = loc.data_key(last + 1);
@@ -194,18 +205,18 @@ impl Fs {
         }
         // Blocks are copied straight from the cached leaves into the reply.
         self.tree.visit_range(&lo, Some(&hi), |key, value| {
-            append_block(&mut out, offset, end, Loc::block_of(key), value);
+            append_block(out, offset, end, Loc::block_of(key), value);
             true
         })?;
         out.resize((end - offset) as usize, 0);
-        self.read_done(loc, &attr, out)
+        self.read_done(loc, &attr)
     }
 
-    fn read_done(&self, loc: &Loc, attr: &Attr, out: Vec<u8>) -> FsResult<Vec<u8>> {
+    fn read_done(&self, loc: &Loc, attr: &Attr) -> FsResult<()> {
         if self.opts.relatime && (self.opts.strictatime || needs_atime(attr)) {
             self.touch_atime(loc)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn touch_atime(&self, loc: &Loc) -> FsResult<()> {

@@ -5,6 +5,18 @@
 
 use super::*;
 
+use std::cell::RefCell;
+
+thread_local! {
+    /// Each request thread's READ reply, reused from one request to the
+    /// next (see `Fs::read_into`).
+    static REPLY_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The largest reply buffer a request thread keeps between requests: the
+/// largest READ the kernel sends (256 pages).
+const MAX_KEPT_REPLY_BYTES: usize = 1 << 20;
+
 impl WodFuse {
     pub(super) fn do_open(
         &self,
@@ -33,13 +45,20 @@ impl WodFuse {
         self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
         guarded("read", || {
             self.pending.flush_all(&self.fs);
-            match self
-                .loc(ino)
-                .and_then(|l| self.fs.read(&l, offset, size as usize))
-            {
-                Ok(d) => reply.data(&d),
-                Err(e) => reply.error(errno(&e)),
-            }
+            REPLY_BUFFER.with_borrow_mut(|out| {
+                match self
+                    .loc(ino)
+                    .and_then(|l| self.fs.read_into(&l, offset, size as usize, out))
+                {
+                    Ok(()) => reply.data(out),
+                    Err(e) => reply.error(errno(&e)),
+                }
+                // A buffer grown past the largest request the kernel
+                // sends (a huge read through an odd path) is not kept.
+                if out.capacity() > MAX_KEPT_REPLY_BYTES {
+                    *out = Vec::new();
+                }
+            });
         });
     }
 
