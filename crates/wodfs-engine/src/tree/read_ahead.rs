@@ -208,12 +208,16 @@ impl State {
 /// for the device most of its time, on a device that reads several
 /// times faster at a greater queue depth.
 ///
-/// A leaf already loaded, or being loaded, gets no thread: the caller
-/// (holding the state's read lock as `st`) looks first. A cold
-/// sequential file read reaches every leaf boundary with the next leaves
-/// loaded by [`Tree::read_ahead`], and a thread started and joined only
-/// to find that cost its request thread about half a millisecond per
-/// leaf (session 16).
+/// When those leaves are all loaded or being loaded, no thread is
+/// started: the caller (holding the state's read lock as `st`) looks
+/// first. A cold sequential file read reaches every leaf boundary with
+/// the next leaves loaded by [`Tree::read_ahead`], and a thread started
+/// and joined only to find that cost its request thread about half a
+/// millisecond per leaf (session 16). Otherwise the thread starts the
+/// loads as before, all of them: deciding leaf by leaf on the caller's
+/// thread which to start made engine-compare's full scan read 30-50
+/// leaves twice and run about 5.5 instead of 6 M records/s (session 16;
+/// the cause is not understood, and eviction order is the suspect).
 pub(crate) fn next_leaf(
     tree: &Tree,
     st: &State,
@@ -224,32 +228,47 @@ pub(crate) fn next_leaf(
     if tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || hi.is_some_and(|h| next >= h) {
         return None;
     }
-    let env = tree.env();
-    let (b, bounds) = st.leaf_for(env, next).ok()?;
-    let mut after = bounds.hi;
-    for _ in 0..SCAN_DETACHED_LEAVES {
-        match after {
-            Some(from) if hi.is_none_or(|h| from.as_slice() < h) => {
-                let Ok((b, bounds)) = st.leaf_for(env, &from) else {
-                    break;
-                };
-                if !st.leaf_loaded(env, b) {
-                    tree.spawn_detached(from, hi.map(<[u8]>::to_vec), 1, false);
-                }
-                after = bounds.hi;
-            }
-            _ => break,
-        }
-    }
-    if st.leaf_loaded(env, b) {
+    if all_loaded(st, tree.env(), next, hi) {
         return None;
     }
     let (tree, next, hi) = (tree.clone(), next.to_vec(), hi.map(<[u8]>::to_vec));
     Some(std::thread::spawn(move || {
         let env = tree.env();
         let st = tree.shared.state.read();
+        let mut from = next.clone();
+        for _ in 0..SCAN_DETACHED_LEAVES {
+            let Ok((_, bounds)) = st.leaf_for(env, &from) else {
+                break;
+            };
+            match bounds.hi {
+                Some(after) if hi.as_ref().is_none_or(|h| after < *h) => {
+                    tree.spawn_detached(after.clone(), hi.clone(), 1, false);
+                    from = after;
+                }
+                _ => break,
+            }
+        }
         st.prefetch_leaves(env, &next, hi.as_deref(), 1);
     }))
+}
+
+/// Are the leaf starting at `next` and the [`SCAN_DETACHED_LEAVES`] after
+/// it (below `hi`) all loaded or being loaded? Walks internal nodes only.
+fn all_loaded(st: &State, env: Env<'_>, next: &[u8], hi: Option<&[u8]>) -> bool {
+    let mut from = next.to_vec();
+    for _ in 0..=SCAN_DETACHED_LEAVES {
+        let Ok((b, bounds)) = st.leaf_for(env, &from) else {
+            return false;
+        };
+        if !st.leaf_loaded(env, b) {
+            return false;
+        }
+        match bounds.hi {
+            Some(after) if hi.is_none_or(|h| after.as_slice() < h) => from = after,
+            _ => return true,
+        }
+    }
+    true
 }
 
 impl Tree {
