@@ -141,12 +141,6 @@ impl State {
             }))
     }
 
-    /// The path to the leaf holding `from`, that leaf fully loaded, and the
-    /// window `[from, end)` it can answer (`end`: the smaller of `hi` and
-    /// the leaf's upper bound).
-    ///
-    /// `from` lies inside every node's bounds on its path, and so does the
-    /// window's end, so both start with every frame prefix on the path.
     /// Leaf `b` for a scan, which wants most of it: cached, or read whole
     /// in one request if no read-ahead thread is reading it (else what
     /// that read brings). Reading its header first, as a point query
@@ -172,6 +166,12 @@ impl State {
         }
     }
 
+    /// The path to the leaf holding `from`, that leaf fully loaded, and the
+    /// window `[from, end)` it can answer (`end`: the smaller of `hi` and
+    /// the leaf's upper bound).
+    ///
+    /// `from` lies inside every node's bounds on its path, and so does the
+    /// window's end, so both start with every frame prefix on the path.
     fn descend_for_scan(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>) -> Result<ScanPath> {
         let mut levels: Vec<Level> = Vec::with_capacity(self.height as usize);
         let mut b = self.root;

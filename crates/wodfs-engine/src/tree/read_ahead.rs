@@ -112,7 +112,8 @@ impl State {
     /// Where the first leaf holding keys of `[from, hi)` that
     /// [`State::prefetch`] would load starts (`from` itself if that is
     /// the first leaf), looking at most `leaves` leaves far; `None` if all
-    /// of those are loaded or being loaded. Walks internal nodes only, so
+    /// of those are loaded or being loaded, or if the walk meets an error
+    /// (left for the scan to meet and report). Walks internal nodes only, so
     /// the caller can decide on the spot whether a read-ahead thread is
     /// worth starting: a thread started per request only to find the
     /// leaves loaded cost a sequential file read 4 % of its request
@@ -228,9 +229,8 @@ pub(crate) fn next_leaf(
     if tree.shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES || hi.is_some_and(|h| next >= h) {
         return None;
     }
-    if all_loaded(st, tree.env(), next, hi) {
-        return None;
-    }
+    // The next leaf and the ones the thread would start loads for.
+    st.first_unloaded_leaf(tree.env(), next, hi, 1 + SCAN_DETACHED_LEAVES)?;
     let (tree, next, hi) = (tree.clone(), next.to_vec(), hi.map(<[u8]>::to_vec));
     Some(std::thread::spawn(move || {
         let env = tree.env();
@@ -252,28 +252,10 @@ pub(crate) fn next_leaf(
     }))
 }
 
-/// Are the leaf starting at `next` and the [`SCAN_DETACHED_LEAVES`] after
-/// it (below `hi`) all loaded or being loaded? Walks internal nodes only.
-fn all_loaded(st: &State, env: Env<'_>, next: &[u8], hi: Option<&[u8]>) -> bool {
-    let mut from = next.to_vec();
-    for _ in 0..=SCAN_DETACHED_LEAVES {
-        let Ok((b, bounds)) = st.leaf_for(env, &from) else {
-            return false;
-        };
-        if !st.leaf_loaded(env, b) {
-            return false;
-        }
-        match bounds.hi {
-            Some(after) if hi.is_none_or(|h| after.as_slice() < h) => from = after,
-            _ => return true,
-        }
-    }
-    true
-}
-
 impl Tree {
-    /// Starts loading into the cache, on a thread of its own, the leaves
-    /// that hold keys of `[lo, hi)` (at most two), and returns at once.
+    /// Starts loading into the cache, on a thread of its own, the first
+    /// leaf holding keys of `[lo, hi)` that is neither cached whole nor
+    /// being loaded, and returns at once.
     ///
     /// For a reader that reads a range piece by piece with calls of its
     /// own (a file read sequentially, one request at a time): the leaves
