@@ -235,6 +235,23 @@ impl State {
         })
     }
 
+    /// A scan goes on past `path`'s leaf (if anything is left after it):
+    /// that leaf, and every node on the path whose last child it was, are
+    /// used up for the scan, and eviction takes them first
+    /// ([`super::cache::Cache::used_up`]).
+    fn leave_behind(&self, path: &ScanPath) {
+        if path.next.is_none() {
+            return;
+        }
+        self.cache.used_up(path.leaf_block);
+        for lv in path.levels.iter().rev() {
+            if lv.child + 1 < lv.entry.node.children.len() {
+                break;
+            }
+            self.cache.used_up(lv.block);
+        }
+    }
+
     /// The entries of the leaf holding `from` that lie in `[from, hi)`,
     /// with every buffered message applied, and where the next leaf
     /// starts (None: nothing is left before `hi`).
@@ -247,6 +264,7 @@ impl State {
             true
         })?;
         self.apply_levels(&path.levels, &mut out, from, path.end.as_deref())?;
+        self.leave_behind(&path);
         Ok((out, path.next))
     }
 
@@ -269,6 +287,21 @@ impl State {
         // Known before the entries are handed out: the caller can start
         // reading the next leaf while `f` works through this one.
         on_next(path.next.as_deref());
+        let more = self.visit_path(&path, from, f)?;
+        if more {
+            self.leave_behind(&path);
+        }
+        Ok((path.next, more))
+    }
+
+    /// [`State::visit_leaf`]'s work on the leaf `path` leads to: hands
+    /// `f` the window's entries from `from` on; false if `f` stopped.
+    fn visit_path(
+        &self,
+        path: &ScanPath,
+        from: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool> {
         // What the buffered messages on the path touch in the window: the
         // keys of point messages and the spans of range deletes.
         let mut touched: Vec<Vec<u8>> = Vec::new();
@@ -398,14 +431,14 @@ impl State {
                 true
             })?;
             if stopped {
-                return Ok((path.next, false));
+                return Ok(false);
             }
             for (mk, mv) in &merged[mi..] {
                 if !f(mk, mv) {
-                    return Ok((path.next, false));
+                    return Ok(false);
                 }
             }
-            return Ok((path.next, true));
+            return Ok(true);
         }
         let mut next_merged = merged.iter().peekable();
         path.leaf_entries(from, |k, v| {
@@ -431,14 +464,14 @@ impl State {
             true
         })?;
         if stopped {
-            return Ok((path.next, false));
+            return Ok(false);
         }
         for (mk, mv) in next_merged {
             if !f(mk, mv) {
-                return Ok((path.next, false));
+                return Ok(false);
             }
         }
-        Ok((path.next, true))
+        Ok(true)
     }
 
     /// Applies the buffered messages of every level (deepest first) to

@@ -109,6 +109,30 @@ impl State {
         env.loading.is_loading(b) || self.cache.get(b).is_some_and(|e| e.node.is_fully_loaded())
     }
 
+    /// Can the cache take one more leaf without going over its budget?
+    /// If not, makes room by dropping what eviction takes first anyway,
+    /// the loaded partitions of nodes a scan has left behind
+    /// ([`super::cache::Cache::used_up`]), and nothing else. A leaf read
+    /// ahead into a full cache is what eviction takes next after those (a
+    /// leaf read ahead is the least recently used leaf until its reader
+    /// reaches it), and its reader then reads it a second time.
+    fn make_room_for_leaf(&self, env: Env<'_>) -> bool {
+        let (node_max, _) = super::write::budget_split(env.cfg.cache_bytes);
+        let room = || self.cache.bytes() + env.cfg.node_bytes <= node_max;
+        if room() {
+            return true;
+        }
+        for (b, dirty) in self.cache.used_up_blocks() {
+            if self.evictable_clean(b, dirty) && self.cache.strip(b) {
+                env.stats.add_eviction();
+                if room() {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Where the first leaf holding keys of `[from, hi)` that
     /// [`State::prefetch`] would load starts (`from` itself if that is
     /// the first leaf), looking at most `leaves` leaves far; `None` if all
@@ -144,7 +168,7 @@ impl State {
     /// another thread. Errors are left for the scan itself to meet and
     /// report.
     pub fn prefetch_leaves(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, leaves: usize) {
-        self.prefetch(env, from, hi, leaves, false);
+        self.prefetch(env, from, hi, leaves, false, self.cache.now());
     }
 
     /// [`State::prefetch_leaves`]; with `past_loaded`, `budget` counts the
@@ -153,6 +177,8 @@ impl State {
     /// read 1 MiB at a time): each call reaches past what earlier calls
     /// loaded instead of finding the next leaf there and stopping, so the
     /// device stays [`READ_AHEAD_LEAVES`] leaves ahead of the reader.
+    /// A leaf that a scan has left behind since `asked_at` (when the
+    /// reader asked) is passed over: the reader is past it.
     fn prefetch(
         &self,
         env: Env<'_>,
@@ -160,6 +186,7 @@ impl State {
         hi: Option<&[u8]>,
         mut budget: usize,
         past_loaded: bool,
+        asked_at: u64,
     ) {
         let mut from = from.to_vec();
         while budget > 0 {
@@ -170,7 +197,14 @@ impl State {
             };
             let mut loaded = false;
             // Looked at under the claim: no other thread loads it meanwhile.
-            if let Some(_loading) = env.loading.claim(b) {
+            // A leaf the reader has gone past since it asked is neither
+            // loaded again nor made recent.
+            let passed = || {
+                self.cache
+                    .peek(b)
+                    .is_some_and(|e| e.left_behind_since(asked_at))
+            };
+            if let Some(_loading) = env.loading.claim(b).filter(|_| !passed()) {
                 match self.cache.get(b) {
                     Some(entry) if !entry.node.is_fully_loaded() => {
                         loaded = true;
@@ -217,8 +251,15 @@ impl State {
 /// millisecond per leaf (session 16). Otherwise the thread starts the
 /// loads as before, all of them: deciding leaf by leaf on the caller's
 /// thread which to start made engine-compare's full scan read 30-50
-/// leaves twice and run about 5.5 instead of 6 M records/s (session 16;
-/// the cause is not understood, and eviction order is the suspect).
+/// leaves twice and run about 5.5 instead of 6 M records/s (session 16).
+/// The double reads had another cause, found in session 17: eviction
+/// took leaves read ahead before the leaves and buffers the scan had left
+/// behind (now [`super::cache::Cache::used_up`]); deciding per leaf was
+/// not tried again since.
+///
+/// A detached load that starts after the scan has been through its leaf
+/// does nothing (`asked_at`, [`State::prefetch`]), and none starts
+/// without room in the cache for its leaf.
 pub(crate) fn next_leaf(
     tree: &Tree,
     st: &State,
@@ -231,6 +272,9 @@ pub(crate) fn next_leaf(
     }
     // The next leaf and the ones the thread would start loads for.
     st.first_unloaded_leaf(tree.env(), next, hi, 1 + SCAN_DETACHED_LEAVES)?;
+    // Before the scan goes on: a leaf it leaves behind after this is one
+    // a late read-ahead thread must not load again.
+    let asked_at = st.cache.now();
     let (tree, next, hi) = (tree.clone(), next.to_vec(), hi.map(<[u8]>::to_vec));
     Some(std::thread::spawn(move || {
         let env = tree.env();
@@ -242,7 +286,7 @@ pub(crate) fn next_leaf(
             };
             match bounds.hi {
                 Some(after) if hi.as_ref().is_none_or(|h| after < *h) => {
-                    tree.spawn_detached(after.clone(), hi.clone(), 1, false);
+                    tree.spawn_detached(&st, after.clone(), hi.clone(), 1, false, asked_at);
                     from = after;
                 }
                 _ => break,
@@ -275,20 +319,39 @@ impl Tree {
         {
             return;
         }
-        let start = {
-            let st = shared.state.read();
+        let st = shared.state.read();
+        if let Some(start) =
             st.first_unloaded_leaf(self.env(), lo, Some(hi), READ_AHEAD_LOOK_LEAVES)
-        };
-        if let Some(start) = start {
-            self.spawn_detached(start, Some(hi.to_vec()), READ_AHEAD_LEAVES, true);
+        {
+            let asked_at = st.cache.now();
+            self.spawn_detached(
+                &st,
+                start,
+                Some(hi.to_vec()),
+                READ_AHEAD_LEAVES,
+                true,
+                asked_at,
+            );
         }
     }
 
     /// Loads up to `leaves` leaves from `lo` (below `hi`) into the cache on
-    /// a thread nobody joins, unless [`DETACHED_MAX`] such threads run.
+    /// a thread nobody joins, unless [`DETACHED_MAX`] such threads run or
+    /// the cache has no room for another leaf.
     /// With `past_loaded`, `leaves` counts leaves loaded, not looked at
     /// ([`State::prefetch`]).
-    fn spawn_detached(&self, lo: Vec<u8>, hi: Option<Vec<u8>>, leaves: usize, past_loaded: bool) {
+    fn spawn_detached(
+        &self,
+        st: &State,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+        leaves: usize,
+        past_loaded: bool,
+        asked_at: u64,
+    ) {
+        if !st.make_room_for_leaf(self.env()) {
+            return;
+        }
         let running = &self.shared.loading.detached;
         if running.fetch_add(1, Ordering::AcqRel) >= DETACHED_MAX {
             running.fetch_sub(1, Ordering::AcqRel);
@@ -303,7 +366,10 @@ impl Tree {
                 });
                 let env = tree.env();
                 let st = tree.shared.state.read();
-                st.prefetch(env, &lo, hi.as_deref(), leaves, past_loaded);
+                // Again: the cache may have filled since.
+                if st.make_room_for_leaf(env) {
+                    st.prefetch(env, &lo, hi.as_deref(), leaves, past_loaded, asked_at);
+                }
             });
         if spawned.is_err() {
             // No thread (resource limits): the reads happen on demand.

@@ -897,6 +897,12 @@ impl State {
         Ok(())
     }
 
+    /// May a reader evict node `b` (dirty or not, as the cache says)?
+    /// Clean, not the root, and not being written.
+    pub fn evictable_clean(&self, b: BlockNum, dirty: bool) -> bool {
+        !dirty && b != self.root && !self.writing.contains(&b) && !self.writeback.contains(b)
+    }
+
     /// Eviction of clean nodes (a reader may do it too). Partitions go
     /// first, least recently used first, and headers are kept: a header
     /// is small and saves a read on every later query through the node.
@@ -908,9 +914,7 @@ impl State {
         }
         let target = node_max - node_max / 8;
         let order = self.cache.lru_order();
-        let evictable = |b: BlockNum, dirty: bool| {
-            !dirty && b != self.root && !self.writing.contains(&b) && !self.writeback.contains(b)
-        };
+        let evictable = |b: BlockNum, dirty: bool| self.evictable_clean(b, dirty);
         for &(b, dirty) in &order {
             if self.cache.bytes() <= target {
                 return;
@@ -932,7 +936,7 @@ impl State {
 }
 
 /// (cached node bytes, dirty node bytes) allowed within `cache_bytes`.
-fn budget_split(cache_bytes: usize) -> (usize, usize) {
+pub(crate) fn budget_split(cache_bytes: usize) -> (usize, usize) {
     (cache_bytes / 3 * 2, cache_bytes / 3)
 }
 
