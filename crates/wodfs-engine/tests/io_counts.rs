@@ -26,6 +26,32 @@ fn cold_tree(cfg: &Config, n: u64) -> (Dev, Tree) {
     (dev, tree)
 }
 
+/// A closed store of keys `0..n` inserted in a fixed permutation order
+/// (`i * stride % n`, `stride` prime to `n`: no two neighbours arrive
+/// together) with `value_len` bytes of incompressible values each.
+fn scattered_tree(cfg: &Config, n: u64, stride: u64, value_len: usize) -> Dev {
+    let dev: Dev = Arc::new(CountingDevice::new(MemDevice::new(512 << 20)));
+    let tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
+    let mut rng = common::Rng(stride);
+    for i in 0..n {
+        let value = common::incompressible(&mut rng, value_len);
+        tree.insert(&key(i * stride % n), &value).unwrap();
+    }
+    tree.close().unwrap();
+    dev
+}
+
+/// Entries a full scan of `tree` visits.
+fn count_all(tree: &Tree) -> u64 {
+    let mut entries = 0;
+    tree.visit_range(b"", None, |_, _| {
+        entries += 1;
+        true
+    })
+    .unwrap();
+    entries
+}
+
 #[test]
 fn patch_into_cold_values_reads_nothing() {
     let (dev, tree) = cold_tree(&small_nodes(), 20_000);
@@ -439,28 +465,13 @@ fn read_ahead_loads_the_next_leaves_and_nothing_is_read_twice() {
 #[test]
 fn a_cold_scan_of_scattered_leaves_reads_them_without_read_ahead() {
     let cfg = small_nodes();
-    let dev: Dev = Arc::new(CountingDevice::new(MemDevice::new(512 << 20)));
-    let tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
-    // A fixed permutation of 0..n: keys arrive in no order. Values that
-    // do not compress, so a leaf's extent is wider than the distance a
-    // read may skip and still continue the one before.
-    let n = 6_007u64;
-    let mut rng = common::Rng(5);
-    for i in 0..n {
-        let k = i * 2_689 % n;
-        tree.insert(&key(k), &common::incompressible(&mut rng, 1024))
-            .unwrap();
-    }
-    tree.close().unwrap();
+    // Values that do not compress, so a leaf's extent is wider than the
+    // distance a read may skip and still continue the one before.
+    let n = 6_007;
+    let dev = scattered_tree(&cfg, n, 2_689, 1024);
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
     let (before, s0) = (dev.counts(), tree.stats());
-    let mut entries = 0;
-    tree.visit_range(b"", None, |_, _| {
-        entries += 1;
-        true
-    })
-    .unwrap();
-    assert_eq!(entries, n);
+    assert_eq!(count_all(&tree), n);
     let (scan, s) = (dev.counts().since(&before), tree.stats());
     let (headers, nodes) = (
         s.header_reads - s0.header_reads,
@@ -522,16 +533,8 @@ fn a_cold_scan_through_full_buffers_reads_no_leaf_twice() {
         cache_bytes: 3_500 << 10,
         ..small_nodes()
     };
-    let dev: Dev = Arc::new(CountingDevice::new(MemDevice::new(512 << 20)));
-    let tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
-    let n = 24_001u64;
-    let mut rng = common::Rng(11);
-    for i in 0..n {
-        let k = i * 7_919 % n;
-        tree.insert(&key(k), &common::incompressible(&mut rng, 700))
-            .unwrap();
-    }
-    tree.close().unwrap();
+    let n = 24_001;
+    let dev = scattered_tree(&cfg, n, 7_919, 700);
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
     let report = tree.verify().unwrap();
     assert!(
@@ -541,13 +544,7 @@ fn a_cold_scan_through_full_buffers_reads_no_leaf_twice() {
     drop(tree);
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
     let s0 = tree.stats();
-    let mut entries = 0;
-    tree.visit_range(b"", None, |_, _| {
-        entries += 1;
-        true
-    })
-    .unwrap();
-    assert_eq!(entries, n);
+    assert_eq!(count_all(&tree), n);
     let s = tree.stats();
     assert_eq!(s.node_reads - s0.node_reads, report.leaves, "{s:?}");
 }
