@@ -24,7 +24,8 @@ pub(crate) struct CacheEntry {
     /// the entry is only cleaned or stripped of loaded partitions.
     pub version: u64,
     last_used: AtomicU64,
-    /// When a scan last left the node behind (0: never).
+    /// When a scan last left the node behind (0: never); after its last
+    /// use, the node is used up ([`CacheEntry::is_used_up`]).
     left_behind: AtomicU64,
     accounted: AtomicUsize,
     /// May hold loaded partitions that are on disk (strippable): eviction
@@ -40,6 +41,12 @@ impl CacheEntry {
     /// node (reading it itself), and loading it again would read it twice.
     pub fn left_behind_since(&self, t: u64) -> bool {
         self.left_behind.load(Ordering::Relaxed) > t
+    }
+
+    /// Has a scan left this node behind with no use since
+    /// ([`Cache::used_up`])?
+    fn is_used_up(&self) -> bool {
+        self.left_behind_since(self.last_used.load(Ordering::Relaxed))
     }
 
     /// The bytes this entry counts for in the cache's budget.
@@ -84,7 +91,8 @@ impl Cache {
         self.clock.load(Ordering::Relaxed)
     }
 
-    /// The time of a use: counts up from 1 (0 marks a node used up).
+    /// The time of an event (a use, a scan leaving a node behind): counts
+    /// up from 1, after every time [`Cache::now`] gave before.
     fn tick(&self) -> u64 {
         self.clock.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -106,7 +114,6 @@ impl Cache {
     /// cache: 199 leaf reads for 130 leaves, session 17).
     pub fn used_up(&self, b: BlockNum) {
         if let Some(e) = self.map.lock().get(&b) {
-            e.last_used.store(0, Ordering::Relaxed);
             e.left_behind.store(self.tick(), Ordering::Relaxed);
         }
     }
@@ -117,7 +124,7 @@ impl Cache {
         self.map
             .lock()
             .iter()
-            .filter(|(_, e)| e.last_used.load(Ordering::Relaxed) == 0)
+            .filter(|(_, e)| e.is_used_up())
             .map(|(b, e)| (*b, e.dirty))
             .collect()
     }
@@ -347,11 +354,14 @@ impl Cache {
         let mut v: Vec<(u64, BlockNum, bool)> = map
             .iter()
             .map(|(b, e)| {
-                // Last use times count up from one (zero: used up, first
-                // whatever its height): the top bit is free.
-                let used = e.last_used.load(Ordering::Relaxed);
-                let internal = u64::from(e.node.height > 0 && used > 0) << 63;
-                (internal | used, *b, e.dirty)
+                // Times count up from one (zero: used up, first whatever
+                // its height): the top bit is free.
+                let key = if e.is_used_up() {
+                    0
+                } else {
+                    (u64::from(e.node.height > 0) << 63) | e.last_used.load(Ordering::Relaxed)
+                };
+                (key, *b, e.dirty)
             })
             .collect();
         v.sort_unstable();

@@ -48,6 +48,23 @@ const READ_AHEAD_LOOK_LEAVES: usize = 16;
 /// M with one more, 5.7-5.8 M with two more, no better with three.
 const SCAN_DETACHED_LEAVES: usize = 2;
 
+/// How many leaves a read-ahead loads, and for whom.
+#[derive(Clone, Copy, Debug)]
+struct Want {
+    /// Leaves to load at most.
+    leaves: usize,
+    /// `leaves` counts leaves this read-ahead loads: those already cached
+    /// or being loaded are passed over. For a reader that asks again at
+    /// every request (a file read 1 MiB at a time): each call reaches past
+    /// what earlier calls loaded instead of finding the next leaf there
+    /// and stopping, so the device stays [`READ_AHEAD_LEAVES`] leaves
+    /// ahead of the reader. Otherwise `leaves` counts leaves looked at.
+    past_loaded: bool,
+    /// When the reader asked ([`super::cache::Cache::now`]): a leaf a scan
+    /// has left behind since is passed over, the reader is past it.
+    asked_at: u64,
+}
+
 /// Leaves being read by a read-ahead thread right now.
 #[derive(Debug, Default)]
 pub(crate) struct Loading {
@@ -168,26 +185,17 @@ impl State {
     /// another thread. Errors are left for the scan itself to meet and
     /// report.
     pub fn prefetch_leaves(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, leaves: usize) {
-        self.prefetch(env, from, hi, leaves, false, self.cache.now());
+        let want = Want {
+            leaves,
+            past_loaded: false,
+            asked_at: self.cache.now(),
+        };
+        self.prefetch(env, from, hi, want);
     }
 
-    /// [`State::prefetch_leaves`]; with `past_loaded`, `budget` counts the
-    /// leaves this call loads: leaves already cached or being loaded are
-    /// passed over. For a reader that asks again at every request (a file
-    /// read 1 MiB at a time): each call reaches past what earlier calls
-    /// loaded instead of finding the next leaf there and stopping, so the
-    /// device stays [`READ_AHEAD_LEAVES`] leaves ahead of the reader.
-    /// A leaf that a scan has left behind since `asked_at` (when the
-    /// reader asked) is passed over: the reader is past it.
-    fn prefetch(
-        &self,
-        env: Env<'_>,
-        from: &[u8],
-        hi: Option<&[u8]>,
-        mut budget: usize,
-        past_loaded: bool,
-        asked_at: u64,
-    ) {
+    /// [`State::prefetch_leaves`], as `want` says.
+    fn prefetch(&self, env: Env<'_>, from: &[u8], hi: Option<&[u8]>, want: Want) {
+        let mut budget = want.leaves;
         let mut from = from.to_vec();
         while budget > 0 {
             // The descent binding uses; a key outside the tree's frames
@@ -202,7 +210,7 @@ impl State {
             let passed = || {
                 self.cache
                     .peek(b)
-                    .is_some_and(|e| e.left_behind_since(asked_at))
+                    .is_some_and(|e| e.left_behind_since(want.asked_at))
             };
             if let Some(_loading) = env.loading.claim(b).filter(|_| !passed()) {
                 match self.cache.get(b) {
@@ -222,7 +230,7 @@ impl State {
                     }
                 }
             }
-            if loaded || !past_loaded {
+            if loaded || !want.past_loaded {
                 budget -= 1;
             }
             match bounds.hi {
@@ -258,7 +266,7 @@ impl State {
 /// not tried again since.
 ///
 /// A detached load that starts after the scan has been through its leaf
-/// does nothing (`asked_at`, [`State::prefetch`]), and none starts
+/// does nothing ([`Want::asked_at`]), and none starts
 /// without room in the cache for its leaf.
 pub(crate) fn next_leaf(
     tree: &Tree,
@@ -286,7 +294,12 @@ pub(crate) fn next_leaf(
             };
             match bounds.hi {
                 Some(after) if hi.as_ref().is_none_or(|h| after < *h) => {
-                    tree.spawn_detached(&st, after.clone(), hi.clone(), 1, false, asked_at);
+                    let want = Want {
+                        leaves: 1,
+                        past_loaded: false,
+                        asked_at,
+                    };
+                    tree.spawn_detached(&st, after.clone(), hi.clone(), want);
                     from = after;
                 }
                 _ => break,
@@ -306,7 +319,7 @@ impl Tree {
     /// after the piece it reads now are read from the device while it
     /// works, and a later scan that reaches one of them while it is still
     /// being read waits for that read instead of issuing another. Does
-    /// nothing when leaves are small, when [`DETACHED_MAX`] read-ahead
+    /// nothing when leaves are small, when `DETACHED_MAX` read-ahead
     /// threads are already at work (the device has enough to do), or when
     /// the leaves within reach are loaded or being loaded (most calls of a
     /// sequential reader: it calls per request, and a leaf holds several
@@ -323,32 +336,19 @@ impl Tree {
         if let Some(start) =
             st.first_unloaded_leaf(self.env(), lo, Some(hi), READ_AHEAD_LOOK_LEAVES)
         {
-            let asked_at = st.cache.now();
-            self.spawn_detached(
-                &st,
-                start,
-                Some(hi.to_vec()),
-                READ_AHEAD_LEAVES,
-                true,
-                asked_at,
-            );
+            let want = Want {
+                leaves: READ_AHEAD_LEAVES,
+                past_loaded: true,
+                asked_at: st.cache.now(),
+            };
+            self.spawn_detached(&st, start, Some(hi.to_vec()), want);
         }
     }
 
-    /// Loads up to `leaves` leaves from `lo` (below `hi`) into the cache on
-    /// a thread nobody joins, unless [`DETACHED_MAX`] such threads run or
-    /// the cache has no room for another leaf.
-    /// With `past_loaded`, `leaves` counts leaves loaded, not looked at
-    /// ([`State::prefetch`]).
-    fn spawn_detached(
-        &self,
-        st: &State,
-        lo: Vec<u8>,
-        hi: Option<Vec<u8>>,
-        leaves: usize,
-        past_loaded: bool,
-        asked_at: u64,
-    ) {
+    /// Loads the leaves `want` says from `lo` (below `hi`) into the cache
+    /// on a thread nobody joins, unless [`DETACHED_MAX`] such threads run
+    /// or the cache has no room for another leaf.
+    fn spawn_detached(&self, st: &State, lo: Vec<u8>, hi: Option<Vec<u8>>, want: Want) {
         if !st.make_room_for_leaf(self.env()) {
             return;
         }
@@ -368,7 +368,7 @@ impl Tree {
                 let st = tree.shared.state.read();
                 // Again: the cache may have filled since.
                 if st.make_room_for_leaf(env) {
-                    st.prefetch(env, &lo, hi.as_deref(), leaves, past_loaded, asked_at);
+                    st.prefetch(env, &lo, hi.as_deref(), want);
                 }
             });
         if spawned.is_err() {
