@@ -192,9 +192,11 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
     assert!(tree.height() >= 2);
     // Small overwrites: the root flushes them into the level below, whose
     // buffers grow past a partition's size and are written segmented.
+    // About 3 MB of them: the root buffers up to three node sizes.
     let updated: Vec<u64> = (0..6_000u64).map(|i| (i * 7_919) % 20_000).collect();
+    let new_value = |i: u64| format!("new{i}-{}", "x".repeat(500)).into_bytes();
     for &i in &updated {
-        tree.insert(&key(i), format!("new{i}").as_bytes()).unwrap();
+        tree.insert(&key(i), &new_value(i)).unwrap();
     }
     tree.close().unwrap();
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
@@ -202,7 +204,7 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
     for &i in &updated {
         let (s0, d0) = (tree.stats(), dev.counts());
         let got = tree.get(&key(i)).unwrap();
-        assert_eq!(got.as_deref(), Some(format!("new{i}").as_bytes()));
+        assert_eq!(got, Some(new_value(i)));
         let (s, io) = (tree.stats(), dev.counts().since(&d0));
         let segments = s.segment_reads - s0.segment_reads;
         if segments == 0 {
@@ -305,6 +307,44 @@ fn random_inserts_stay_buffered_and_cost_few_node_writes() {
         "messages stay buffered: {report:?}"
     );
     assert!(tree.height() >= 1);
+}
+
+#[test]
+fn the_root_buffers_up_to_three_node_sizes_before_it_flushes() {
+    // Small nodes (256 KiB) and a 6 MiB cache: the root may buffer a
+    // quarter of the cache, at most three node sizes (768 KiB).
+    let cfg = small_nodes();
+    let limit = 3 * cfg.node_bytes as u64;
+    let tree = Tree::create(Box::new(MemDevice::new(256 << 20)), cfg.clone()).unwrap();
+    for i in 0..20_000u64 {
+        tree.insert(&key(i), &[1u8; 100]).unwrap();
+    }
+    // Height 1: every buffer is the root's.
+    assert_eq!(tree.height(), 1, "{:?}", tree.stats());
+    // Clean children take messages into the root's buffers, not directly.
+    tree.checkpoint().unwrap();
+    let f0 = tree.stats().flushes;
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut most_before_a_flush = 0;
+    for _ in 0..100 {
+        for _ in 0..100 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            tree.insert(&key(x % 20_000 * 3 + 1), &[2u8; 100]).unwrap();
+        }
+        if tree.stats().flushes > f0 {
+            break;
+        }
+        most_before_a_flush = tree.verify().unwrap().buffered_bytes;
+    }
+    assert!(tree.stats().flushes > f0, "{:?}", tree.stats());
+    // A root limited to one node size would have flushed at 256 KiB.
+    assert!(
+        most_before_a_flush > 2 * cfg.node_bytes as u64 && most_before_a_flush <= limit,
+        "the root held {most_before_a_flush} bytes before it flushed"
+    );
+    tree.verify().unwrap();
 }
 
 /// A device that records the log's writes (the direct ones), to check

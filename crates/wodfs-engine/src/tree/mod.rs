@@ -76,18 +76,28 @@ const CHECKPOINT_HOT_NODES: usize = 4;
 const CHECKPOINT_WRITE_BACK_BATCH: usize = 2;
 
 /// Node space kept free for checkpoints: every dirty node (at most a third
-/// of the cache) written to a new place, the block table, and a few nodes
-/// of slack for splits during the last admitted batch.
+/// of the cache) written to a new place, the block table, a few nodes of
+/// slack for splits during the last admitted batch, and the root's excess
+/// over a node.
 fn checkpoint_reserve(cfg: &Config, blocks: usize) -> u64 {
-    (cfg.cache_bytes / 3 + 4 * cfg.node_bytes) as u64
+    (cfg.cache_bytes / 3 + 4 * cfg.node_bytes + root_extra_bytes(cfg)) as u64
         + blocks as u64 * 40
         + 2 * crate::config::BLOCK_BYTES
 }
 
 /// The longest free run a checkpoint may need: the block table blob (about
-/// 37 bytes per block, with room to grow) and two nodes.
+/// 37 bytes per block, with room to grow) and two nodes, one of them
+/// perhaps the root.
 fn contiguous_reserve(cfg: &Config, blocks: usize) -> u64 {
-    table_run(blocks) + 2 * crate::alloc::round_up(cfg.node_bytes as u64 + 4096)
+    table_run(blocks)
+        + 2 * crate::alloc::round_up(cfg.node_bytes as u64 + 4096)
+        + root_extra_bytes(cfg) as u64
+}
+
+/// How much larger than a node the root may grow (its buffers may hold
+/// more, see `write::root_buffer_bytes`).
+fn root_extra_bytes(cfg: &Config) -> usize {
+    write::root_buffer_bytes(cfg) - cfg.node_bytes
 }
 
 /// The run the checkpoint's block table blob needs.
