@@ -136,18 +136,7 @@ impl State {
     fn make_room_for_leaf(&self, env: Env<'_>) -> bool {
         let (node_max, _) = super::write::budget_split(env.cfg.cache_bytes);
         let room = || self.cache.bytes() + env.cfg.node_bytes <= node_max;
-        if room() {
-            return true;
-        }
-        for (b, dirty) in self.cache.used_up_blocks() {
-            if self.evictable_clean(b, dirty) && self.cache.strip(b) {
-                env.stats.add_eviction();
-                if room() {
-                    return true;
-                }
-            }
-        }
-        false
+        room() || self.strip_clean(env, &self.cache.used_up_blocks(), room)
     }
 
     /// Where the first leaf holding keys of `[from, hi)` that

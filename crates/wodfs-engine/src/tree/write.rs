@@ -922,24 +922,38 @@ impl State {
         }
         let target = node_max - node_max / 8;
         let order = self.cache.lru_order();
-        let evictable = |b: BlockNum, dirty: bool| self.evictable_clean(b, dirty);
-        for &(b, dirty) in &order {
-            if self.cache.bytes() <= target {
-                return;
-            }
-            if evictable(b, dirty) && self.cache.strip(b) {
-                env.stats.add_eviction();
-            }
+        let done = || self.cache.bytes() <= target;
+        if self.strip_clean(env, &order, done) {
+            return;
         }
         for &(b, dirty) in &order {
-            if self.cache.bytes() <= target {
+            if done() {
                 return;
             }
-            if evictable(b, dirty) {
+            if self.evictable_clean(b, dirty) {
                 env.stats.add_eviction();
                 self.cache.discard(b);
             }
         }
+    }
+
+    /// Drops the loaded partitions of the clean nodes of `blocks` (with
+    /// their dirty flags), in that order, until `done`; whether it is.
+    pub fn strip_clean(
+        &self,
+        env: Env<'_>,
+        blocks: &[(BlockNum, bool)],
+        done: impl Fn() -> bool,
+    ) -> bool {
+        for &(b, dirty) in blocks {
+            if done() {
+                return true;
+            }
+            if self.evictable_clean(b, dirty) && self.cache.strip(b) {
+                env.stats.add_eviction();
+            }
+        }
+        done()
     }
 }
 
