@@ -1,9 +1,11 @@
 //! The write path: messages enter at the root, wait in buffers and move
 //! down in batches.
 //!
-//! * A point message whose path below the root has empty buffers and
-//!   cached, already dirty children skips down to the lowest such node (cheap: no I/O), so
-//!   sequential inserts reach leaves directly.
+//! * A run of point messages bound for one child (a stream's batch) whose
+//!   path below the root has empty buffers and cached, already dirty
+//!   children skips down to the lowest such node (cheap: no I/O), so
+//!   sequential inserts reach leaves directly. A lone message waits in
+//!   the buffer.
 //! * A range delete is split across the children it overlaps, clipped to
 //!   each ("rangecast"); in a buffer it discards the older messages it
 //!   covers ("Pac-Man", see `MsgBuffer`).
@@ -138,7 +140,18 @@ impl State {
             };
             let i = node.part_index(&key[node.prefix.len()..]);
             let child = node.children[i].child;
-            if node.buffer(i).is_empty() && self.cache.is_cheap_target(child) {
+            // Only a run (the next message bound for the same child, as
+            // in a stream's batch) skips down: a lone message would take
+            // the child out of the cache and put it back for itself alone,
+            // which costs more than waiting here and moving down with the
+            // others in one flush. Random inserts skipped down one at a
+            // time into whatever children were cached and dirty: 16 % of
+            // them, and about a fifth of the writer's time.
+            let mut run = || {
+                matches!(msgs.peek(), Some(Msg::Point { key: next, .. })
+                    if node.part_index_near(&next[node.prefix.len()..], i) == i)
+            };
+            if node.buffer(i).is_empty() && run() && self.cache.is_cheap_target(child) {
                 let cb = child_bounds(&node, bounds, i);
                 let mut group = vec![Msg::Point { key, msg }];
                 while let Some(Msg::Point { key: next, .. }) = msgs.peek() {
@@ -373,8 +386,11 @@ impl State {
         // decoding what it holds; a sorted merge into a new frozen buffer
         // would copy the whole buffer at every flush (tried earlier:
         // no faster).
+        // Keys come in order, so each is usually in the previous key's
+        // child.
+        let mut j = 0;
         for (k, list) in buf.take_points() {
-            let j = node.part_index(&k);
+            j = node.part_index_near(&k, j);
             node.buffer_mut(j).put_points(k, list);
         }
         self.flush_while_over(env, &mut node, bounds)?;
