@@ -24,13 +24,14 @@ use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use crate::format::frozen::FrozenPoints;
+use crate::key_cmp::MapKey;
 use crate::msg::{apply_all, Msn, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
 
 /// Per-key accounting overhead besides the key bytes.
 pub(crate) const KEY_OVERHEAD_BYTES: usize = 4;
 
-type PointMap = BTreeMap<Vec<u8>, Vec<PointMsg>>;
+type PointMap = BTreeMap<MapKey, Vec<PointMsg>>;
 
 #[derive(Clone, Debug)]
 enum Points {
@@ -65,7 +66,7 @@ struct Merge<'a> {
     base: &'a FrozenPoints,
     i: usize,
     end: usize,
-    delta: std::iter::Peekable<std::collections::btree_map::Range<'a, Vec<u8>, Vec<PointMsg>>>,
+    delta: std::iter::Peekable<std::collections::btree_map::Range<'a, MapKey, Vec<PointMsg>>>,
 }
 
 impl<'a> Iterator for Merge<'a> {
@@ -73,7 +74,7 @@ impl<'a> Iterator for Merge<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let base_key = (self.i < self.end).then(|| self.base.key(self.i));
-        let delta_key = self.delta.peek().map(|(k, _)| k.as_slice());
+        let delta_key = self.delta.peek().map(|(k, _)| k.bytes());
         match (base_key, delta_key) {
             (None, None) => None,
             (Some(b), d) if d.is_none_or(|d| b < d) => {
@@ -82,10 +83,10 @@ impl<'a> Iterator for Merge<'a> {
             }
             (b, _) => {
                 let (k, list) = self.delta.next().expect("peeked");
-                if b == Some(k.as_slice()) {
+                if b == Some(k.bytes()) {
                     self.i += 1;
                 }
-                Some((k.as_slice(), Source::Map(list.as_slice())))
+                Some((k.bytes(), Source::Map(list.as_slice())))
             }
         }
     }
@@ -198,7 +199,12 @@ impl MsgBuffer {
             .iter()
             .map(|(k, m)| k.len() + KEY_OVERHEAD_BYTES + m.encoded_bytes())
             .sum();
-        b.points = Points::Open(points.into_iter().map(|(k, m)| (k, vec![m])).collect());
+        b.points = Points::Open(
+            points
+                .into_iter()
+                .map(|(k, m)| (MapKey::new(k), vec![m]))
+                .collect(),
+        );
         b
     }
 
@@ -210,7 +216,7 @@ impl MsgBuffer {
             let mut map: PointMap = (0..base.len())
                 .filter_map(|i| {
                     let k = base.key(i);
-                    (!delta.contains_key(k)).then(|| (k.to_vec(), base.messages(i)))
+                    (!delta.contains_key(k)).then(|| (MapKey::new(k.to_vec()), base.messages(i)))
                 })
                 .collect();
             map.append(&mut delta);
@@ -235,7 +241,7 @@ impl MsgBuffer {
         match &self.points {
             Points::Open(m) => Box::new(
                 m.range::<[u8], _>((Included(lo), upper))
-                    .map(|(k, l)| (k.as_slice(), Source::Map(l.as_slice()))),
+                    .map(|(k, l)| (k.bytes(), Source::Map(l.as_slice()))),
             ),
             Points::Frozen(l) => {
                 let start = l.base.lower_bound(lo);
@@ -271,10 +277,10 @@ impl MsgBuffer {
 
     /// Takes the point messages out (opening the buffer), leaving it
     /// without them; ranges stay.
-    pub fn take_points(&mut self) -> PointMap {
+    pub fn take_points(&mut self) -> impl Iterator<Item = (Vec<u8>, Vec<PointMsg>)> {
         let map = std::mem::take(self.open());
         self.recount();
-        map
+        map.into_iter().map(|(k, list)| (k.into_vec(), list))
     }
 
     /// Number of keys with point messages.
@@ -377,7 +383,7 @@ impl MsgBuffer {
             Points::Open(m) => (m, None),
             Points::Frozen(l) => (&mut l.delta, Some(&l.base)),
         };
-        let (added, removed, msgs_added, msgs_removed) = match map.entry(key) {
+        let (added, removed, msgs_added, msgs_removed) = match map.entry(MapKey::new(key)) {
             Entry::Occupied(mut e) => {
                 let list = e.get_mut();
                 let old: usize = list.iter().map(PointMsg::encoded_bytes).sum();
@@ -392,7 +398,7 @@ impl MsgBuffer {
                 // replace them all), shadowing its base entry.
                 let shadowed = layered
                     .take()
-                    .and_then(|base| base.find(e.key()).map(|i| (base, i)));
+                    .and_then(|base| base.find(e.key().bytes()).map(|i| (base, i)));
                 let (mut list, removed, msgs_removed) = match shadowed {
                     Some((base, i)) => {
                         let (bytes, msgs) = base.entry_accounting(i);
@@ -433,7 +439,7 @@ impl MsgBuffer {
             .map(|(k, _)| k.to_vec())
             .collect();
         for k in dead {
-            let list = self.open().remove(&k).expect("key just listed");
+            let list = self.open().remove(k.as_slice()).expect("key just listed");
             self.point_msgs -= list.len();
             self.bytes -= k.len()
                 + KEY_OVERHEAD_BYTES
@@ -509,10 +515,7 @@ impl MsgBuffer {
         let old = std::mem::take(self.open());
         self.points = Points::Open(
             old.into_iter()
-                .map(|(mut k, v)| {
-                    k.drain(..n);
-                    (k, v)
-                })
+                .map(|(k, v)| (k.strip_prefix(n), v))
                 .collect(),
         );
         self.ranges.map_keys(|k| k[n..].to_vec());
@@ -536,7 +539,11 @@ impl MsgBuffer {
     /// Rewrites every key with `f` (a change of frame prefix).
     pub fn map_keys(&mut self, mut f: impl FnMut(&[u8]) -> Vec<u8>) {
         let old = std::mem::take(self.open());
-        self.points = Points::Open(old.into_iter().map(|(k, v)| (f(&k), v)).collect());
+        self.points = Points::Open(
+            old.into_iter()
+                .map(|(k, v)| (MapKey::new(f(k.bytes())), v))
+                .collect(),
+        );
         self.ranges.map_keys(f);
         self.recount();
     }
@@ -547,7 +554,9 @@ impl MsgBuffer {
         let bytes = points
             .iter()
             .map(|(k, l)| {
-                k.len() + KEY_OVERHEAD_BYTES + l.iter().map(PointMsg::encoded_bytes).sum::<usize>()
+                k.bytes().len()
+                    + KEY_OVERHEAD_BYTES
+                    + l.iter().map(PointMsg::encoded_bytes).sum::<usize>()
             })
             .sum::<usize>();
         self.point_msgs = point_msgs;

@@ -47,6 +47,7 @@ mod config;
 mod error;
 mod format;
 mod int_hash;
+mod key_cmp;
 mod msg;
 mod node;
 mod range_index;

@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
+use crate::key_cmp::key_cmp;
 use crate::msg::Msn;
 use crate::table::BlockNum;
 
@@ -123,7 +124,7 @@ impl Node {
 
     /// Index of the partition holding relative key `rel`.
     pub fn part_index(&self, rel: &[u8]) -> usize {
-        self.pivots.partition_point(|p| p.as_slice() <= rel)
+        self.pivots.partition_point(|p| key_cmp(p, rel).is_le())
     }
 
     /// [`Node::part_index`], trying partition `guess` first (two pivot
@@ -133,8 +134,11 @@ impl Node {
             || self
                 .pivots
                 .get(guess - 1)
-                .is_some_and(|p| p.as_slice() <= rel);
-        let below_hi = self.pivots.get(guess).is_none_or(|p| rel < p.as_slice());
+                .is_some_and(|p| key_cmp(p, rel).is_le());
+        let below_hi = self
+            .pivots
+            .get(guess)
+            .is_none_or(|p| key_cmp(rel, p).is_lt());
         if guess < self.parts.len() && above_lo && below_hi {
             guess
         } else {
@@ -230,13 +234,14 @@ impl Node {
             .any(|p| p.disk.is_some() && p.data.get().is_some())
     }
 
-    /// Unloads every partition that is on disk.
-    pub fn unload_stored_parts(&mut self) {
-        for p in &mut self.parts {
-            if p.disk.is_some() {
-                p.data.take();
-            }
-        }
+    /// Unloads every partition that is on disk; returns what they held
+    /// (the caller decides where it is freed).
+    pub fn unload_stored_parts(&mut self) -> Vec<Part> {
+        self.parts
+            .iter_mut()
+            .filter(|p| p.disk.is_some())
+            .filter_map(|p| p.data.take())
+            .collect()
     }
 
     /// A copy of the header with every partition that is on disk unloaded.

@@ -13,6 +13,7 @@
 use super::bytes::{varint_len, Dec, DecResult, Enc};
 use super::partition::{read_msg, OpRef, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
+use crate::key_cmp::key_cmp;
 use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
@@ -30,7 +31,7 @@ struct Span {
 
 /// Binary search of an index over sorted keys: the first entry `>= key`.
 fn lower_bound(raw: &[u8], index: &[Span], key: &[u8]) -> usize {
-    index.partition_point(|s| &raw[s.key_start as usize..s.key_end as usize] < key)
+    index.partition_point(|s| key_cmp(&raw[s.key_start as usize..s.key_end as usize], key).is_lt())
 }
 
 /// A frozen leaf basement: sorted key/value pairs.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::drop_later::drop_later;
 use crate::int_hash::IntMap;
 use crate::node::Node;
 use crate::table::BlockNum;
@@ -274,7 +275,8 @@ impl Cache {
             // Nobody else holds the entry (readers clone it under the map
             // lock, which we hold): unload in place, no header copy.
             let before = entry.accounted.load(Ordering::Relaxed);
-            entry.node.unload_stored_parts();
+            // Freed on the other core, and not under the map's lock.
+            drop_later(entry.node.unload_stored_parts());
             entry.strippable.store(false, Ordering::Relaxed);
             let after = entry.node.mem_bytes().min(before);
             entry.accounted.store(after, Ordering::Relaxed);

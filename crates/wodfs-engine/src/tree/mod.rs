@@ -18,6 +18,7 @@ mod background;
 mod bind;
 mod cache;
 mod checkpoint;
+mod drop_later;
 pub(crate) mod frame;
 mod query;
 mod read_ahead;

@@ -22,6 +22,7 @@
 //! the handle poisons itself on a write-path error.
 
 use super::cache::Cache;
+use super::drop_later::drop_later;
 use super::frame::{concat, rebase, separator, Bounds};
 use super::state::{Env, State};
 use crate::basement::Basement;
@@ -1106,6 +1107,9 @@ fn apply_to_leaf(node: &mut Node, mut buf: MsgBuffer, how: Apply, partition_byte
             node.parts.splice(j + 1..j + 1, parts);
         }
     }
+    // A flushed buffer is a map of a key, a list and a value per message.
+    drop(points);
+    drop_later(buf);
     appended
 }
 
