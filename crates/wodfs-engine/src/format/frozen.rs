@@ -163,7 +163,7 @@ impl FrozenBasement {
     pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
         let n = self.len();
         let (mut lo, mut step) = (from.min(n), 1);
-        while lo + step <= n && self.key(lo + step - 1) < key {
+        while lo + step <= n && key_cmp(self.key(lo + step - 1), key).is_lt() {
             lo += step;
             step *= 2;
         }
