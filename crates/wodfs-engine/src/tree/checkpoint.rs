@@ -11,6 +11,9 @@
 //! syncs happen after it is released, so writers are not stopped for the
 //! device's time. Nodes being written stay pinned in the cache meanwhile.
 
+use std::sync::Arc;
+
+use super::cache::Cache;
 use super::state::{Env, Layout, State};
 use crate::alloc::{round_up, FreeMap};
 use crate::config::{Config, BLOCK_BYTES};
@@ -22,8 +25,6 @@ use crate::format::table::{decode_table, encode_table, table_bytes};
 use crate::format::FORMAT_VERSION;
 use crate::node::Node;
 use crate::table::BlockTable;
-
-use super::cache::Cache;
 
 /// The I/O a checkpoint does once the lock is released.
 pub(crate) struct CheckpointPlan {
@@ -40,6 +41,8 @@ impl State {
         log_lsn: u64,
         log_chain: u32,
     ) -> Result<CheckpointPlan> {
+        // Nodes the write-back thread has written are clean, not rewritten.
+        self.apply_commits(env);
         env.dev.annotate("checkpoint.serialize");
         // Serialize every dirty node, then check that the allocator can
         // place them all and the block table before anything moves: a
@@ -175,7 +178,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         root,
         height: 0,
         table,
-        cache: Cache::default(),
+        cache: Arc::new(Cache::default()),
         next_msn: 1,
         generation: 0,
         layout: Layout {
@@ -298,7 +301,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         root: sb.root,
         height: sb.height,
         table,
-        cache: Cache::default(),
+        cache: Arc::new(Cache::default()),
         next_msn: sb.next_msn,
         generation: sb.generation,
         layout: Layout {

@@ -213,6 +213,9 @@ struct Shared {
     wake: background::Wake,
     /// Leaves a read-ahead thread is reading.
     loading: read_ahead::Loading,
+    /// The state's node cache, reachable without the state's lock: the
+    /// write-back thread looks up the nodes queued for it here.
+    cache: Arc<cache::Cache>,
     /// Nodes a write-back call is writing (`State::writing` holds those a
     /// checkpoint's locked step placed).
     writing_back: writeback::Writing,
@@ -395,8 +398,10 @@ impl Tree {
         stats: Stats,
         log: crate::wal::Log,
     ) -> Tree {
+        let cache = state.cache.clone();
         Tree {
             shared: Arc::new(Shared {
+                cache,
                 dev,
                 cfg,
                 state: RwLock::new(state),

@@ -29,7 +29,9 @@ pub(crate) struct State {
     pub root: BlockNum,
     pub height: u8,
     pub table: BlockTable,
-    pub cache: Cache,
+    /// Shared with the write-back thread, which looks nodes up without
+    /// the tree's lock (`Shared::cache`).
+    pub cache: Arc<Cache>,
     pub next_msn: Msn,
     pub generation: u64,
     pub layout: Layout,
@@ -250,6 +252,9 @@ impl State {
     /// Takes a node out of the cache for modification, fully loaded (all
     /// missing partitions in one read of its extent).
     pub fn take_full(&mut self, env: Env<'_>, b: BlockNum) -> Result<(Node, bool)> {
+        // A write-back the thread finished is committed first: the node
+        // it wrote is then this version, not a stale copy.
+        self.apply_commits(env);
         let (node, dirty) = match self.cache.take(b) {
             Some(x) => x,
             None => (self.read_header(env, b)?, false),
