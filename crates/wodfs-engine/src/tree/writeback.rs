@@ -44,7 +44,7 @@
 //! the values it is about to bind.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
@@ -85,6 +85,8 @@ pub(crate) fn image_bound(node: &Node) -> u64 {
 struct Handoff {
     b: BlockNum,
     space: Option<Reserved>,
+    /// Cache bytes counted in [`Queue::in_flight`] for it.
+    size: usize,
 }
 
 /// The queue between eviction (producer, under the write lock) and the
@@ -106,10 +108,17 @@ pub(crate) struct Queue {
     commits: Mutex<Vec<Commit>>,
     /// `commits` is not empty (checked without its mutex).
     has_commits: AtomicBool,
+    /// Cache bytes of the nodes queued that the thread has not finished:
+    /// what limits the queue. A node it has finished no longer waits for
+    /// it, though its commit may not be applied yet (the writer holds the
+    /// lock): counting those too left the thread idle while the writer
+    /// serialized twice as many nodes itself.
+    in_flight: AtomicUsize,
 }
 
 impl Queue {
     fn push(&self, job: Handoff) {
+        self.in_flight.fetch_add(job.size, Ordering::Relaxed);
         self.jobs.lock().push_back(job);
         self.ready.notify_one();
     }
@@ -155,10 +164,12 @@ impl Queue {
         }
     }
 
-    fn publish(&self, done: Vec<Commit>) {
+    fn publish(&self, done: Vec<Commit>, sizes: usize) {
         let mut commits = self.commits.lock();
         commits.extend(done);
         self.has_commits.store(true, Ordering::Release);
+        drop(commits);
+        self.in_flight.fetch_sub(sizes, Ordering::Relaxed);
     }
 
     fn take_commits(&self) -> Vec<Commit> {
@@ -212,13 +223,14 @@ impl Queued {
         let Some(q) = &self.queue else {
             return false;
         };
-        if self.bytes > 0 && self.bytes + size > limit {
+        let in_flight = q.in_flight.load(Ordering::Relaxed);
+        if in_flight > 0 && in_flight + size > limit {
             return false;
         }
         let space = reserve();
         self.blocks.insert(b, (size, space));
         self.bytes += size;
-        q.push(Handoff { b, space });
+        q.push(Handoff { b, space, size });
         true
     }
 
@@ -397,7 +409,14 @@ impl Tree {
     /// so are those another call is writing, unless `why` needs them clean
     /// (then this call waits for the other).
     pub(crate) fn write_back_unlocked(&self, blocks: &[BlockNum], why: For) -> Result<()> {
-        let handoffs: Vec<Handoff> = blocks.iter().map(|&b| Handoff { b, space: None }).collect();
+        let handoffs: Vec<Handoff> = blocks
+            .iter()
+            .map(|&b| Handoff {
+                b,
+                space: None,
+                size: 0,
+            })
+            .collect();
         self.write_back(&handoffs, why, None)
     }
 
@@ -559,7 +578,7 @@ impl Tree {
             Some(q) => {
                 // Published before the claim drops: a call that waits for
                 // these nodes to be clean finds their commits.
-                q.publish(commits);
+                q.publish(commits, handoffs.iter().map(|h| h.size).sum());
                 drop(claim);
                 // Committed now if nobody holds the lock, else by the next
                 // holder that changes the cache.
