@@ -571,7 +571,9 @@ impl Tree {
     }
 
     /// Memory back-pressure: the cache is over its budget and the
-    /// write-back thread has all it may queue. The writer then writes the
+    /// write-back thread has all it may queue. Eviction runs again first
+    /// (the thread may have finished nodes since, making room in its
+    /// queue); if the thread is still full, the writer writes the
     /// least recently used dirty node the thread has not taken, the way
     /// the thread does (serialized and written outside the lock, which is
     /// held only to allocate and to commit), lets eviction drop it, and
@@ -585,8 +587,18 @@ impl Tree {
         let env = self.env();
         loop {
             let (queue, seen, help) = {
-                let st = self.shared.state.read();
-                if !st.over_budget(env) {
+                // Eviction first: it applies the commits the thread has
+                // published since the batch's own eviction, which makes
+                // room in its queue, and hands it more nodes before this
+                // writer serializes any itself.
+                let mut st = self.shared.state.write();
+                let r = st.evict(env);
+                let behind = std::mem::take(&mut st.writeback.behind);
+                if r.is_err() {
+                    drop(st);
+                    return self.poison(r);
+                }
+                if !behind || !st.over_budget(env) {
                     return Ok(());
                 }
                 let (queue, seen) = match &st.writeback.queue {
@@ -598,15 +610,7 @@ impl Tree {
             match (help, &queue) {
                 (Some(b), _) => self.write_back_unlocked(&[b], writeback::For::Writer)?,
                 (None, Some(q)) => q.wait_past(seen, std::time::Duration::from_millis(100)),
-                (None, None) => {}
-            }
-            let mut st = self.shared.state.write();
-            let r = st.evict(env);
-            let behind = std::mem::take(&mut st.writeback.behind);
-            drop(st);
-            self.poison(r)?;
-            if !behind {
-                return Ok(());
+                (None, None) => return Ok(()),
             }
         }
     }
