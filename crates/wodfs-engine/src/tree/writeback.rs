@@ -689,6 +689,74 @@ mod tests {
         tree.verify().unwrap();
     }
 
+    /// A message does not skip down into a child queued for write-back
+    /// (the thread's write of that child would be stale); the message
+    /// before it, with the child not queued, did.
+    #[test]
+    fn no_skip_down_into_a_child_queued_for_write_back() {
+        let cfg = Config {
+            node_bytes: 64 << 10,
+            partition_bytes: 8 << 10,
+            cache_bytes: 64 << 20,
+            log_bytes: 16 << 20,
+            ..Config::default()
+        };
+        let tree = Tree::create(Box::new(MemDevice::new(256 << 20)), cfg).unwrap();
+        let insert = |key: Vec<u8>| Op::Insert {
+            key,
+            value: vec![7; 100],
+        };
+        for start in (0..20_000u64).step_by(500) {
+            let ops: Vec<Op> = (start..start + 500)
+                .map(|i| insert(format!("k{i:08}").into_bytes()))
+                .collect();
+            tree.write(&ops).unwrap();
+        }
+        // Keys between k00000000 and k00000001, so in the root's first
+        // child: written one at a time until one skips down (a flush has
+        // emptied the root's buffer for that child and left it dirty).
+        let near = |j: u64| format!("k00000000-{j:06}").into_bytes();
+        let mut j = 0;
+        loop {
+            let before = tree.stats().skip_downs;
+            tree.write(&[insert(near(j))]).unwrap();
+            j += 1;
+            if tree.stats().skip_downs > before {
+                break;
+            }
+            assert!(j < 20_000, "no message ever skipped down");
+        }
+        let child = {
+            let st = tree.shared.state.read();
+            let root = st.cache.peek(st.root).expect("the root is cached");
+            assert!(root.node.height > 0, "the tree grew past one leaf");
+            let probe = near(j);
+            let i = root.node.part_index(&probe[root.node.prefix.len()..]);
+            root.node.children[i].child
+        };
+        // Queued for a thread that never runs: the child stays queued.
+        {
+            let mut st = tree.shared.state.write();
+            st.writeback.queue = Some(Arc::new(Queue::default()));
+            assert!(st.writeback.offer(child, 1, usize::MAX, || None));
+        }
+        let before = tree.stats().skip_downs;
+        tree.write(&[insert(near(j))]).unwrap();
+        assert_eq!(
+            tree.stats().skip_downs,
+            before,
+            "skipped into a queued child"
+        );
+        assert_eq!(tree.get(&near(j)).unwrap(), Some(vec![7; 100]));
+        let st = tree.shared.state.read();
+        let root = st.cache.peek(st.root).expect("the root is cached");
+        let i = root.node.children.iter().position(|e| e.child == child);
+        assert!(
+            !root.node.buffer(i.expect("still a child")).is_empty(),
+            "the message waits in the root's buffer"
+        );
+    }
+
     /// A call that may pass over nodes takes only those no other call is
     /// writing; one that needs them clean waits until the other's claim
     /// drops, and then holds all of them.
