@@ -22,8 +22,11 @@
 //! (its own mutex), and it publishes its commit ([`Commit`]) for the next
 //! holder of the write lock to apply: eviction, a writer about to take a
 //! node ([`State::take_full`]), a checkpoint, or the thread itself when
-//! the lock is free. A node changed after its image was made is not
-//! written at all (checked just before the device write).
+//! the lock is free.
+//!
+//! Any call skips the device write of a node the writer changed after its
+//! image was made (checked just before the write): the commit would drop
+//! the copy as stale anyway.
 //!
 //! Two calls never write one node at once: each claims its blocks in
 //! [`Writing`] first. The write-back thread and a writer pass over a node
