@@ -651,19 +651,24 @@ mod tests {
     use crate::tree::{Op, Tree};
     use crate::Config;
 
+    /// A tree of 64 KiB nodes on a 256 MiB memory device.
+    fn small_tree(cache_bytes: usize, log_bytes: u64) -> Tree {
+        let cfg = Config {
+            node_bytes: 64 << 10,
+            partition_bytes: 8 << 10,
+            cache_bytes,
+            log_bytes,
+            ..Config::default()
+        };
+        Tree::create(Box::new(MemDevice::new(256 << 20)), cfg).unwrap()
+    }
+
     /// A writer over budget whose write-back thread takes nothing must
     /// write nodes itself, outside the lock, and go on: with a queue that
     /// nobody drains it would otherwise wait for the thread forever.
     #[test]
     fn a_writer_writes_nodes_when_the_thread_does_not() {
-        let cfg = Config {
-            node_bytes: 64 << 10,
-            partition_bytes: 8 << 10,
-            cache_bytes: 1 << 20,
-            log_bytes: 4 << 20,
-            ..Config::default()
-        };
-        let tree = Tree::create(Box::new(MemDevice::new(256 << 20)), cfg).unwrap();
+        let tree = small_tree(1 << 20, 4 << 20);
         // A queue with no thread behind it: eviction fills it and then
         // finds the thread behind.
         tree.shared.state.write().writeback.queue = Some(Arc::new(Queue::default()));
@@ -699,14 +704,7 @@ mod tests {
     /// before it, with the child not queued, did.
     #[test]
     fn no_skip_down_into_a_child_queued_for_write_back() {
-        let cfg = Config {
-            node_bytes: 64 << 10,
-            partition_bytes: 8 << 10,
-            cache_bytes: 64 << 20,
-            log_bytes: 16 << 20,
-            ..Config::default()
-        };
-        let tree = Tree::create(Box::new(MemDevice::new(256 << 20)), cfg).unwrap();
+        let tree = small_tree(64 << 20, 16 << 20);
         let insert = |key: Vec<u8>| Op::Insert {
             key,
             value: vec![7; 100],
