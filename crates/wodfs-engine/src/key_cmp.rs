@@ -3,8 +3,8 @@
 //! `<[u8] as Ord>::cmp` calls glibc's `memcmp` for every comparison. The
 //! searches of the write path (a buffer's B-tree, a node's pivots) compare
 //! short keys a dozen times or more per message: `memcmp` was a fifth of
-//! the random-insert profile (engine-compare). [`key_cmp`] orders exactly as `<[u8] as Ord>::cmp` does, eight
-//! bytes at a time, inline.
+//! the random-insert profile (engine-compare). [`key_cmp`] orders exactly
+//! as `<[u8] as Ord>::cmp` does, eight bytes at a time, inline.
 //!
 //! In a map with many keys the cost is mostly the cache miss of reaching
 //! each compared key's bytes on the heap. [`MapKey`] keeps its first eight

@@ -39,6 +39,16 @@ pub(crate) struct NodeImage {
 }
 
 impl NodeImage {
+    /// The extent this image occupies when written at `offset`.
+    pub fn extent_at(&self, offset: u64) -> crate::table::Extent {
+        crate::table::Extent {
+            offset,
+            len: crate::alloc::round_up(self.bytes.len() as u64),
+            header_len: self.header_len,
+            header_crc: self.header_crc,
+        }
+    }
+
     /// Records in `node` (the one this image was made from) where its
     /// partitions went and its buffers' summaries, as a header read back
     /// from the image would have them.

@@ -800,13 +800,7 @@ impl State {
         b: BlockNum,
         image: &crate::format::node::NodeImage,
     ) -> Result<Extent> {
-        let len = image.bytes.len() as u64;
-        let x = Extent {
-            offset: self.table.allocate(len)?,
-            len: crate::alloc::round_up(len),
-            header_len: image.header_len,
-            header_crc: image.header_crc,
-        };
+        let x = image.extent_at(self.table.allocate(image.bytes.len() as u64)?);
         self.table.relocate(b, x);
         env.stats.add_node_write(image.bytes.len());
         Ok(x)

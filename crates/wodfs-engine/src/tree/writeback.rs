@@ -61,8 +61,8 @@ use crate::int_hash::{IntMap, IntSet};
 use crate::node::Node;
 use crate::table::{BlockNum, Extent};
 
-/// Nodes the write-back thread takes per round trip of the lock: one, so
-/// it holds one node image beyond the cache budget.
+/// Nodes the write-back thread takes at a time: one, so it holds one node
+/// image beyond the cache budget.
 const BATCH: usize = 1;
 
 /// Device space set aside for a queued node's image, under the lock, when
@@ -336,18 +336,25 @@ struct Job {
 #[derive(Debug)]
 pub(crate) struct Commit {
     b: BlockNum,
-    /// The cache entry's version the image was made from (`None`: not
-    /// encoded: clean, gone, or another call's).
-    version: Option<u64>,
-    extent: Option<Extent>,
-    /// The image's partition places and summaries (its bytes dropped).
-    image: Option<crate::format::node::NodeImage>,
-    image_len: usize,
-    /// The image reached the device (and so may be committed).
-    written: bool,
+    /// What the call made of the node; `None`: not encoded (clean, gone,
+    /// or another call's).
+    encoded: Option<Encoded>,
     space: Option<Reserved>,
     /// Handed over by eviction: its queue entry ends here.
     queued: bool,
+}
+
+/// A node's image as a write-back call made and placed it.
+#[derive(Debug)]
+struct Encoded {
+    /// The cache entry's version the image was made from.
+    version: u64,
+    /// The image's partition places and summaries (its bytes dropped).
+    image: crate::format::node::NodeImage,
+    image_len: usize,
+    extent: Option<Extent>,
+    /// The image reached the device (and so may be committed).
+    written: bool,
 }
 
 impl State {
@@ -369,35 +376,37 @@ impl State {
 
     fn apply_commit(&mut self, env: Env<'_>, c: Commit) {
         let b = c.b;
-        let current = c.version.is_some()
-            && self.cache.version(b) == c.version.map(|v| (v, true))
-            && b != self.root
-            && !self.writing.contains(&b);
-        let committed = current && c.written;
-        match (c.extent, c.image) {
-            (Some(x), Some(image)) if committed => {
+        // Of the space set aside, what the committed image uses.
+        let mut used = 0;
+        if let Some(Encoded {
+            version,
+            image,
+            image_len,
+            extent: Some(x),
+            written,
+        }) = c.encoded
+        {
+            let current = self.cache.version(b) == Some((version, true))
+                && b != self.root
+                && !self.writing.contains(&b);
+            if current && written {
                 self.table.relocate(b, x);
                 self.cache.mark_clean(b, |node| image.set_places(node));
-                env.stats.add_unlocked_write(c.image_len);
-            }
-            (Some(_), _) => {
+                env.stats.add_unlocked_write(image_len);
+                used = x.len;
+            } else {
                 env.stats
-                    .add_stale_write(if c.written { c.image_len } else { 0 });
-            }
-            (None, _) => {}
-        }
-        // What the image did not use of the space set aside; all of it if
-        // nothing was committed there. An extent allocated apart from it
-        // and not committed goes back too.
-        match (c.space, c.extent) {
-            (Some(r), Some(x)) if committed => {
-                if r.len > x.len {
-                    self.table.release(r.offset + x.len, r.len - x.len);
+                    .add_stale_write(if written { image_len } else { 0 });
+                // An extent allocated apart from any space set aside.
+                if c.space.is_none() {
+                    self.table.release(x.offset, x.len);
                 }
             }
-            (Some(r), _) => self.table.release(r.offset, r.len),
-            (None, Some(x)) if !committed => self.table.release(x.offset, x.len),
-            (None, _) => {}
+        }
+        if let Some(r) = c.space {
+            if r.len > used {
+                self.table.release(r.offset + used, r.len - used);
+            }
         }
         if c.queued {
             self.writeback.done(b);
@@ -476,18 +485,12 @@ impl Tree {
             .collect();
         let mut unplaced = false;
         for j in &mut jobs {
-            let len = crate::alloc::round_up(j.image.bytes.len() as u64);
-            match j.space {
-                Some(r) if len <= r.len => {
-                    j.extent = Some(Extent {
-                        offset: r.offset,
-                        len,
-                        header_len: j.image.header_len,
-                        header_crc: j.image.header_crc,
-                    });
-                }
-                _ => unplaced = true,
-            }
+            let image = &j.image;
+            j.extent = j
+                .space
+                .map(|r| (r, image.extent_at(r.offset)))
+                .and_then(|(r, x)| (x.len <= r.len).then_some(x));
+            unplaced |= j.extent.is_none();
         }
         if unplaced {
             let mut st = self.shared.state.write();
@@ -498,16 +501,10 @@ impl Tree {
                 if !st.cache.is_current(j.b, &j.entry) {
                     continue;
                 }
-                let len = j.image.bytes.len() as u64;
                 // No room: the node stays dirty; the checkpoint's reserve
                 // and admission control deal with a full device.
-                if let Ok(offset) = st.table.allocate(len) {
-                    j.extent = Some(Extent {
-                        offset,
-                        len: crate::alloc::round_up(len),
-                        header_len: j.image.header_len,
-                        header_crc: j.image.header_crc,
-                    });
+                if let Ok(offset) = st.table.allocate(j.image.bytes.len() as u64) {
+                    j.extent = Some(j.image.extent_at(offset));
                 }
             }
         }
@@ -555,28 +552,29 @@ impl Tree {
             image.bytes = Vec::new();
             commits.push(Commit {
                 b,
-                version: Some(version),
-                extent,
-                image: Some(image),
-                image_len,
-                written,
+                encoded: Some(Encoded {
+                    version,
+                    image,
+                    image_len,
+                    extent,
+                    written,
+                }),
                 space,
                 queued,
             });
         }
-        // Space set aside for nodes this call did not encode.
-        for h in handoffs {
-            if !commits.iter().any(|c| c.b == h.b) {
-                commits.push(Commit {
-                    b: h.b,
-                    version: None,
-                    extent: None,
-                    image: None,
-                    image_len: 0,
-                    written: false,
-                    space: h.space,
-                    queued,
-                });
+        // The thread's nodes it did not encode: their queue entries end and
+        // their space goes back.
+        if queued {
+            for h in handoffs {
+                if !commits.iter().any(|c| c.b == h.b) {
+                    commits.push(Commit {
+                        b: h.b,
+                        encoded: None,
+                        space: h.space,
+                        queued,
+                    });
+                }
             }
         }
         match thread {
