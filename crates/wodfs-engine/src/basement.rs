@@ -55,7 +55,7 @@ impl Eq for Basement {}
 
 /// Small writes merged into a frozen basement before it is opened (see
 /// [`Basement::apply_few`]).
-const MERGES_BEFORE_OPEN: u8 = 8;
+const MERGES_BEFORE_OPEN: u8 = 4;
 
 pub(crate) fn entry_bytes(k: &[u8], v: &[u8]) -> usize {
     k.len() + v.len() + ENTRY_OVERHEAD_BYTES
@@ -319,9 +319,10 @@ impl Basement {
     /// Opening a frozen basement costs two allocations per entry (and as
     /// many frees when it is unloaded); a merge copies it once. Under
     /// random inserts a leaf's basement gets a few skip-downs between its
-    /// read and its write-back: merging them all (rather than the first
-    /// only) took opening out of the writer's profile (4 % of its
-    /// samples) and most of the freeing thread's work on basements. Past
+    /// read and its write-back: merging up to four (rather than the first
+    /// only) took opening out of the writer's profile (4 % of its samples,
+    /// 0.4 % after) and most of the freeing thread's work on basements
+    /// (engine-compare, session 21; eight did no better). Past
     /// `MERGES_BEFORE_OPEN`, a stream or a hot key range is bringing more,
     /// and a map takes each in O(log n) where a merge copies the basement.
     pub fn apply_few(&mut self, msgs: &[(&[u8], ListRef<'_>)], ranges: &RangeIndex) {
@@ -599,7 +600,7 @@ mod tests {
         // stored, not decoded.
         let mut buf = crate::buffer::MsgBuffer::default();
         for (k, l) in msgs.clone() {
-            buf.put_points(k, l);
+            buf.put_points(k, l.into());
         }
         let mut e = crate::format::bytes::Enc::with_capacity(0);
         crate::format::partition::encode_buffer(&buf, &mut e, usize::MAX);

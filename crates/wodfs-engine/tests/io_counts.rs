@@ -200,7 +200,7 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
     }
     tree.close().unwrap();
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
-    let mut probed = 0;
+    let (mut probed, mut false_positives) = (0, 0);
     for &i in &updated {
         let (s0, d0) = (tree.stats(), dev.counts());
         let got = tree.get(&key(i)).unwrap();
@@ -211,13 +211,22 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
             continue;
         }
         probed += 1;
-        // One segment read alone, no whole buffer, no leaf: the insert
-        // found there decides the value.
-        assert_eq!(segments, 1, "{s:?}");
+        // No whole buffer, no leaf: the insert found in a segment decides
+        // the value. One segment read, unless a buffer above the one
+        // holding the key let it through its Bloom filter (about 1 % of
+        // keys not in it): then one segment per buffered level at most.
+        assert!(segments < tree.height() as u64, "{s:?}");
+        if segments > 1 {
+            false_positives += 1;
+        }
         assert_eq!(s.partition_reads, s0.partition_reads, "{s:?}");
         assert_eq!(io.reads, segments + s.header_reads - s0.header_reads);
     }
     assert!(probed >= 100, "only {probed} lookups read a segment");
+    assert!(
+        false_positives * 50 <= probed,
+        "{false_positives} of {probed} lookups read a segment in vain"
+    );
     tree.verify().unwrap();
 }
 
