@@ -597,3 +597,26 @@ fn a_cold_scan_through_full_buffers_reads_no_leaf_twice() {
     let s = tree.stats();
     assert_eq!(s.node_reads - s0.node_reads, report.leaves, "{s:?}");
 }
+
+/// Opening a cleanly closed store reads the log no further than its first
+/// window: the log ends at the checkpoint. The whole region (64 MiB by
+/// default) used to be read at every open.
+#[test]
+fn a_clean_open_reads_one_window_of_the_log() {
+    let cfg = Config {
+        log_bytes: 32 << 20,
+        ..small_nodes()
+    };
+    let dev: Dev = Arc::new(CountingDevice::new(MemDevice::new(512 << 20)));
+    let tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
+    for i in 0..200 {
+        tree.insert(&key(i), b"v").unwrap();
+    }
+    tree.close().unwrap();
+    let before = dev.counts();
+    let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
+    let read = dev.counts().since(&before).read_bytes;
+    // Superblocks, the root (one small node) and one 1 MiB window.
+    assert!(read <= (1 << 20) + (512 << 10), "{read} bytes read at open");
+    assert_eq!(tree.get(&key(7)).unwrap(), Some(b"v".to_vec()));
+}

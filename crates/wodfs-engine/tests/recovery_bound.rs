@@ -1,5 +1,7 @@
 //! Recovery of a full log. Bound (docs/ARCHITECTURE.md, "Recovery"): open
-//! reads the log region once, sequentially, and replays at most the records
+//! reads the log sequentially from the checkpoint's position, a 1 MiB
+//! window at a time (a 3 MiB log here: several windows), and replays at
+//! most the records
 //! written since the last checkpoint, which the 3/4-full checkpoint trigger
 //! caps at 3/4 of the region; replay applies them in memory, reading only
 //! the nodes they touch. The test checks that every record is replayed,

@@ -46,6 +46,46 @@ pub(crate) struct Scan {
     pub head: Vec<u8>,
 }
 
+/// Bytes of the log region read at a time by [`scan`].
+const WINDOW_BYTES: u64 = 1 << 20;
+
+/// The log region, read a window at a time as the scan reaches it. Reading
+/// the whole region up front cost every open its full size (64 MiB by
+/// default) even after a clean close, when the log ends at its first
+/// record.
+struct Window<'a> {
+    env: Env<'a>,
+    offset: u64,
+    bytes: u64,
+    /// Region-relative position of `buf`'s first byte.
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Window<'_> {
+    /// `n` bytes from log position `lsn` on, wrapping around the region.
+    fn bytes_at(&mut self, lsn: u64, n: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(n);
+        let mut p = lsn;
+        while out.len() < n {
+            let i = p % self.bytes;
+            let held = self.start..self.start + self.buf.len() as u64;
+            if !held.contains(&i) {
+                // Whole windows, so reads stay aligned as the region is.
+                self.start = i / WINDOW_BYTES * WINDOW_BYTES;
+                let len = WINDOW_BYTES.min(self.bytes - self.start);
+                self.buf.resize(len as usize, 0);
+                self.env.read(self.offset + self.start, &mut self.buf)?;
+            }
+            let j = (i - self.start) as usize;
+            let take = (n - out.len()).min(self.buf.len() - j);
+            out.extend_from_slice(&self.buf[j..j + take]);
+            p += take as u64;
+        }
+        Ok(out)
+    }
+}
+
 /// Reads the valid records from `start` (whose predecessor's chain value
 /// is `start_chain`). Stops at the first record that is torn, damaged,
 /// stale or absent: that is the end of the log.
@@ -56,18 +96,12 @@ pub(crate) fn scan(
     start: u64,
     start_chain: u32,
 ) -> Result<Scan> {
-    let mut region = vec![0u8; region_bytes as usize];
-    env.read(region_offset, &mut region)?;
-    let at = |lsn: u64, n: usize| -> Vec<u8> {
-        let mut out = Vec::with_capacity(n);
-        let mut p = lsn;
-        while out.len() < n {
-            let i = (p % region_bytes) as usize;
-            let take = (n - out.len()).min(region.len() - i);
-            out.extend_from_slice(&region[i..i + take]);
-            p += take as u64;
-        }
-        out
+    let mut region = Window {
+        env,
+        offset: region_offset,
+        bytes: region_bytes,
+        start: 0,
+        buf: Vec::new(),
     };
     let mut records = Vec::new();
     let mut lsn = start;
@@ -81,7 +115,7 @@ pub(crate) fn scan(
         if lsn - start + FRAME_HEADER_BYTES > region_bytes {
             break;
         }
-        let h = at(lsn, FRAME_HEADER_BYTES as usize);
+        let h = region.bytes_at(lsn, FRAME_HEADER_BYTES as usize)?;
         let rec_lsn = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
         let len = u64::from(u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")));
         let stored_chain = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"));
@@ -92,7 +126,7 @@ pub(crate) fn scan(
             end = damaged(lsn);
             break;
         }
-        let payload = at(lsn + FRAME_HEADER_BYTES, len as usize);
+        let payload = region.bytes_at(lsn + FRAME_HEADER_BYTES, len as usize)?;
         let c = chain(prev, lsn, &payload);
         if c != stored_chain {
             end = damaged(lsn);
@@ -104,7 +138,7 @@ pub(crate) fn scan(
     }
     let sector = wodfs_device::SECTOR_BYTES;
     let head_start = lsn / sector * sector;
-    let head = at(head_start, (lsn - head_start) as usize);
+    let head = region.bytes_at(head_start, (lsn - head_start) as usize)?;
     Ok(Scan {
         end,
         records,
