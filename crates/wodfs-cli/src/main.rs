@@ -1,7 +1,7 @@
 //! `wodfs`: make, mount, check and inspect wodfs file systems.
 //!
 //! ```text
-//! wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]
+//! wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
 //! wodfs mount IMAGE DIR [-f] [-o opt,...]
 //! wodfs sync DIR
 //! wodfs stat IMAGE
@@ -27,7 +27,7 @@ use image::Fail;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--force]
+const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
             options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
                      noatime, strictatime, dev, suid, noexec
