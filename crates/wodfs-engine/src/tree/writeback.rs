@@ -213,7 +213,8 @@ impl Queued {
     }
 
     /// Queues `b` (of `size` cache bytes) if the thread runs and is not too
-    /// far behind (`limit` bytes queued, or one node however large), with
+    /// far behind (`limit` bytes it has not finished, see
+    /// [`Queue::in_flight`], or one node however large), with
     /// the space `reserve` sets aside for its image (none: the thread
     /// allocates under the lock); false means the caller writes it itself.
     pub fn offer(
