@@ -233,6 +233,34 @@ impl<F: FnMut()> Drop for OnExit<F> {
     }
 }
 
+/// Where each unbound insert's value went, by (batch LSN, op index), as
+/// the binding records found at recovery say.
+type Bindings = std::collections::HashMap<(u64, u32), crate::wal::record::Target>;
+
+/// Recovery's first pass over one log record: a binding record's targets
+/// are kept, and the extents they name are kept from reuse; a batch is
+/// only checked to decode (a damaged one fails the open before anything
+/// is applied).
+fn collect_bindings(
+    state: &mut State,
+    bindings: &mut Bindings,
+    lsn: u64,
+    payload: &[u8],
+) -> Result<()> {
+    use crate::wal::record::{decode_payload, Payload, Target};
+    let at = state.layout.log_offset + lsn % state.layout.log_bytes;
+    let p = decode_payload(payload).map_err(|d| Error::corrupt("log record", at, d))?;
+    if let Payload::Bindings(bs) = p {
+        for b in bs {
+            if let Target::Node { offset, len, .. } = b.target {
+                state.table.reserve_bound(offset, len, lsn);
+            }
+            bindings.insert((b.lsn, b.op), b.target);
+        }
+    }
+    Ok(())
+}
+
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
 #[derive(Clone, Debug)]
 pub struct Tree {
@@ -289,7 +317,7 @@ impl Tree {
             };
             checkpoint::open_state(env, cache_bytes)?
         };
-        let (log, records, end) = {
+        let (log, bindings, first) = {
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
@@ -302,80 +330,95 @@ impl Tree {
             let (node, dirty) = state.take_full(env, root)?;
             state.put_clean(root, node, dirty);
             let (lo, lb) = (state.layout.log_offset, state.layout.log_bytes);
-            let scan =
-                crate::wal::replay::scan(env, lo, lb, state.log_checkpoint_lsn, state.log_chain)?;
+            let start = (state.log_checkpoint_lsn, state.log_chain);
+            let mut bindings = Bindings::new();
+            let scan = crate::wal::replay::scan(env, lo, lb, start, None, &mut |lsn, payload| {
+                collect_bindings(&mut state, &mut bindings, lsn, &payload)?;
+                Ok(crate::wal::replay::Next::Continue)
+            })?;
             let log = crate::wal::Log::new(
                 lo,
                 lb,
                 state.log_checkpoint_lsn,
                 scan.tail,
                 scan.chain,
-                scan.head,
+                scan.head.clone(),
             );
-            (log, scan.records, scan.end)
+            (log, bindings, scan)
         };
         let tree = Tree::from_parts(dev, cfg, state, stats, log);
-        let end = tree.replay(records, end)?;
+        let end = tree.replay(&bindings, &first)?;
         *tree.shared.recovery.lock() = end;
         Ok(tree)
     }
 
-    /// Applies the log records found at open, in order (recovery).
+    /// Applies the log's batches found at open, in order (recovery), reading
+    /// them from the log again one at a time: `first` is what the first
+    /// pass found, `bindings` the binding records it collected (whose
+    /// extents it kept from reuse).
     ///
-    /// Two passes (seed 000 §3): first every binding record is collected and
-    /// the extents it names are kept from reuse; then batches are replayed,
-    /// unbound inserts taking their values from the bound nodes. A batch
-    /// with an unbound insert that has no binding was never acknowledged (a
-    /// sync binds before it flushes): the log ends before it.
-    fn replay(&self, records: Vec<crate::wal::replay::Found>, mut end: LogEnd) -> Result<LogEnd> {
+    /// Two passes (seed 000 §3): first every binding record is collected;
+    /// then batches are replayed, unbound inserts taking their values from
+    /// the bound nodes. A batch with an unbound insert that has no binding
+    /// was never acknowledged (a sync binds before it flushes): the log
+    /// ends before it.
+    fn replay(&self, bindings: &Bindings, first: &crate::wal::replay::Scan) -> Result<LogEnd> {
         use crate::wal::record::{decode_payload, Logged, Payload, Target};
+        use crate::wal::replay::Next;
+        let mut end = first.end.clone();
+        if first.records == 0 {
+            return Ok(end);
+        }
         let env = self.env();
         let mut st = self.shared.state.write();
-        let mut decoded = Vec::with_capacity(records.len());
-        for rec in records {
-            let at = st.layout.log_offset + rec.lsn % st.layout.log_bytes;
-            let p =
-                decode_payload(&rec.payload).map_err(|d| Error::corrupt("log record", at, d))?;
-            decoded.push((rec.lsn, p));
-        }
-        let mut bindings = std::collections::HashMap::new();
-        for (lsn, p) in &decoded {
-            if let Payload::Bindings(bs) = p {
-                for b in bs {
-                    if let Target::Node { offset, len, .. } = b.target {
-                        st.table.reserve_bound(offset, len, *lsn);
-                    }
-                    bindings.insert((b.lsn, b.op), b.target.clone());
-                }
-            }
-        }
+        let (lo, lb) = (st.layout.log_offset, st.layout.log_bytes);
+        let start = (st.log_checkpoint_lsn, st.log_chain);
         let mut replayed = false;
-        'records: for (lsn, p) in decoded {
-            let Payload::Batch(logged) = p else { continue };
-            let mut ops = Vec::with_capacity(logged.len());
-            for (i, l) in logged.into_iter().enumerate() {
-                match l {
-                    Logged::Op(op) => ops.push(op),
-                    Logged::Unbound { key, .. } => match bindings.get(&(lsn, i as u32)) {
-                        None => {
-                            end = LogEnd::Unbound { lsn };
-                            break 'records;
-                        }
-                        Some(Target::Obsolete) => {}
-                        Some(t) => {
-                            let value = bind::read_bound_value(env, t, &key)?;
-                            ops.push(Op::Insert { key, value });
-                        }
-                    },
+        let mut stopped = false;
+        let second =
+            crate::wal::replay::scan(env, lo, lb, start, Some(first.tail), &mut |lsn, payload| {
+                let at = lo + lsn % lb;
+                let p =
+                    decode_payload(&payload).map_err(|d| Error::corrupt("log record", at, d))?;
+                let Payload::Batch(logged) = p else {
+                    return Ok(Next::Continue);
+                };
+                let mut ops = Vec::with_capacity(logged.len());
+                for (i, l) in logged.into_iter().enumerate() {
+                    match l {
+                        Logged::Op(op) => ops.push(op),
+                        Logged::Unbound { key, .. } => match bindings.get(&(lsn, i as u32)) {
+                            None => {
+                                end = LogEnd::Unbound { lsn };
+                                stopped = true;
+                                return Ok(Next::Stop);
+                            }
+                            Some(Target::Obsolete) => {}
+                            Some(t) => {
+                                let value = bind::read_bound_value(env, t, &key)?;
+                                ops.push(Op::Insert { key, value });
+                            }
+                        },
+                    }
                 }
-            }
-            for op in &ops {
-                validate(op)?;
-                apply_op(&mut st, env, op)?;
-            }
-            st.evict(env)?;
-            self.shared.stats.add_replayed_record();
-            replayed = true;
+                for op in &ops {
+                    validate(op)?;
+                    apply_op(&mut st, env, op)?;
+                }
+                st.evict(env)?;
+                self.shared.stats.add_replayed_record();
+                replayed = true;
+                Ok(Next::Continue)
+            })?;
+        if !stopped && (second.tail, second.records) != (first.tail, first.records) {
+            return Err(Error::corrupt(
+                "log",
+                lo + second.tail % lb,
+                format!(
+                    "the second recovery pass read {} records to {}, the first {} to {}",
+                    second.records, second.tail, first.records, first.tail
+                ),
+            ));
         }
         if replayed {
             self.shared.stats.add_replayed();
