@@ -211,7 +211,7 @@ struct Shared {
     bind_barrier: Mutex<()>,
     /// Reaches the background thread, if one runs.
     wake: background::Wake,
-    /// Leaves a read-ahead thread is reading.
+    /// Leaves being read whole, internal nodes whose header is being read.
     loading: read_ahead::Loading,
     /// The state's node cache, reachable without the state's lock: the
     /// write-back thread looks up the nodes queued for it here.

@@ -65,7 +65,9 @@ struct Want {
     asked_at: u64,
 }
 
-/// Leaves being read by a read-ahead thread right now.
+/// Leaves being read whole right now (by a read-ahead thread or a scan),
+/// and internal nodes whose header a thread is reading
+/// ([`State::node_for_read`]).
 #[derive(Debug, Default)]
 pub(crate) struct Loading {
     blocks: Mutex<HashSet<BlockNum>>,
