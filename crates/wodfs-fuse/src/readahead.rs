@@ -5,7 +5,9 @@
 //! daemon as 128 KiB READ requests, and every request pays a fixed cost
 //! here (a tree descent, the size check, cache upkeep) and in the kernel.
 //! With 1 MiB of readahead the kernel sends READs of up to 1 MiB (the
-//! 256-page request limit), an eighth as many. Random reads are not
+//! 256-page request limit), an eighth as many. With 2 MiB it sends a
+//! window's two 1 MiB READs together, and the request thread and the read
+//! worker answer them at once (`read_worker.rs`). Random reads are not
 //! affected: the kernel grows the window only for sequential streams.
 //!
 //! The window can only be raised from outside, through the mount's
@@ -16,9 +18,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-/// Readahead window set on every mount, in KiB: the largest READ request
-/// the kernel sends (256 pages).
-pub const READAHEAD_KIB: u32 = 1024;
+/// Readahead window set on every mount, in KiB: two of the largest READ
+/// requests the kernel sends (256 pages each), so that two are in flight.
+pub const READAHEAD_KIB: u32 = 2048;
 
 /// Waits until the mount at `mountpoint` answers (INIT is done), then sets
 /// its readahead window. Best effort: without root, or without sysfs, the

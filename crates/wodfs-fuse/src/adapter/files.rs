@@ -7,8 +7,10 @@ use super::*;
 
 use std::cell::RefCell;
 
+use crate::read_worker::{ReadJob, HAND_OFF_MIN_BYTES};
+
 thread_local! {
-    /// Each request thread's READ reply, reused from one request to the
+    /// Each thread's READ reply, reused from one request to the
     /// next (see `Fs::read_into`).
     static REPLY_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -16,6 +18,22 @@ thread_local! {
 /// The largest reply buffer a request thread keeps between requests: the
 /// largest READ the kernel sends (256 pages).
 const MAX_KEPT_REPLY_BYTES: usize = 1 << 20;
+
+/// Reads `size` bytes at `offset` of the file at `loc` into this thread's
+/// reply buffer and sends them.
+fn answer_read(fs: &Fs, loc: &Loc, offset: u64, size: u32, reply: ReplyData) {
+    REPLY_BUFFER.with_borrow_mut(|out| {
+        match fs.read_into(loc, offset, size as usize, out) {
+            Ok(()) => reply.data(out),
+            Err(e) => reply.error(errno(&e)),
+        }
+        // A buffer grown past the largest request the kernel sends (a
+        // huge read through an odd path) is not kept.
+        if out.capacity() > MAX_KEPT_REPLY_BYTES {
+            *out = Vec::new();
+        }
+    });
+}
 
 impl WodFuse {
     pub(super) fn do_open(
@@ -45,20 +63,26 @@ impl WodFuse {
         self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
         guarded("read", || {
             self.pending.flush_all(&self.fs);
-            REPLY_BUFFER.with_borrow_mut(|out| {
-                match self
-                    .loc(ino)
-                    .and_then(|l| self.fs.read_into(&l, offset, size as usize, out))
-                {
-                    Ok(()) => reply.data(out),
-                    Err(e) => reply.error(errno(&e)),
-                }
-                // A buffer grown past the largest request the kernel
-                // sends (a huge read through an odd path) is not kept.
-                if out.capacity() > MAX_KEPT_REPLY_BYTES {
-                    *out = Vec::new();
-                }
+            let loc = match self.loc(ino) {
+                Ok(loc) => loc,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            let (Some(worker), true) = (&self.reads, size >= HAND_OFF_MIN_BYTES) else {
+                return answer_read(&self.fs, &loc, offset, size, reply);
+            };
+            let fs = Arc::clone(&self.fs);
+            let job: ReadJob = Box::new(move || {
+                guarded("read", || answer_read(&fs, &loc, offset, size, reply));
             });
+            match worker.try_hand_off(job) {
+                Ok(()) => {
+                    self.opts
+                        .counters
+                        .reads_handed_off
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(job) => job(),
+            }
         });
     }
 

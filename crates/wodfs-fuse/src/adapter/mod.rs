@@ -30,6 +30,7 @@ use wodfs_fs::{
 use crate::convert::{errno, file_attr, file_type, guarded, negative_attr, set_time, TTL};
 use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
+use crate::read_worker::ReadWorker;
 use crate::table::InodeTable;
 use crate::WODFS_IOC_SYNC;
 
@@ -58,6 +59,8 @@ pub struct AdapterOptions {
 pub struct RequestCounters {
     /// READ requests.
     pub reads: AtomicU64,
+    /// READ requests answered by the read worker (`read_worker.rs`).
+    pub reads_handed_off: AtomicU64,
     /// WRITE requests.
     pub writes: AtomicU64,
     /// Bytes carried by WRITE requests.
@@ -101,6 +104,9 @@ pub struct WodFuse {
     next_fh: AtomicU64,
     opts: AdapterOptions,
     pending: Arc<PendingWrites>,
+    /// Serves large READs beside the request thread; `None` if its thread
+    /// could not be started (then every READ is served inline).
+    reads: Option<ReadWorker>,
 }
 
 fn name_bytes(name: &OsStr) -> &[u8] {
@@ -117,6 +123,9 @@ impl WodFuse {
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             opts,
+            reads: ReadWorker::start()
+                .inspect_err(|e| log::warn!("no read worker thread ({e}): READs served inline"))
+                .ok(),
         }
     }
 
@@ -299,6 +308,10 @@ impl Filesystem for WodFuse {
     }
 
     fn destroy(&mut self) {
+        // A READ still being answered may update an access time.
+        if let Some(reads) = &self.reads {
+            reads.stop();
+        }
         self.pending.flush_all(&self.fs);
         if let Err(e) = self.fs.checkpoint() {
             log::error!("checkpoint at unmount failed: {e}");
