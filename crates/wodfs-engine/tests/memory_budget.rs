@@ -64,17 +64,8 @@ fn cache_budget_holds_for_data_five_times_larger() {
 /// with its decoded ops, whatever the log's size. Holding every record
 /// raw and decoded took up to 1.5 times the log.
 fn recovery() {
-    let cfg = Config {
-        node_bytes: 512 << 10,
-        partition_bytes: 32 << 10,
-        fanout: 16,
-        cache_bytes: 8 << 20,
-        log_bytes: 48 << 20,
-        ..Config::default()
-    };
-    let path = std::env::temp_dir().join(format!("wodfs-membudget-rec-{}.img", std::process::id()));
-    let dev = FileDevice::create(&path, 1 << 30).unwrap();
-    let tree = Tree::create(Box::new(dev), cfg.clone()).unwrap();
+    let cfg = config(48 << 20);
+    let (path, tree) = new_tree("rec", &cfg);
     let value = [0x5au8; 1000];
     let mut written = 0u64;
     // Batches of 500 scattered keys (never logged unbound) until the log
@@ -118,18 +109,30 @@ fn recovery() {
     );
 }
 
-fn run(background: bool) {
-    let cfg = Config {
+/// 512 KiB nodes and an 8 MiB cache, with a log of `log_bytes`.
+fn config(log_bytes: u64) -> Config {
+    Config {
         node_bytes: 512 << 10,
         partition_bytes: 32 << 10,
         fanout: 16,
         cache_bytes: 8 << 20,
-        log_bytes: 4 << 20,
+        log_bytes,
         ..Config::default()
-    };
-    let path = std::env::temp_dir().join(format!("wodfs-membudget-{}.img", std::process::id()));
+    }
+}
+
+/// A new tree on a 1 GiB image file in the temporary directory.
+fn new_tree(name: &str, cfg: &Config) -> (std::path::PathBuf, Tree) {
+    let path =
+        std::env::temp_dir().join(format!("wodfs-membudget-{name}-{}.img", std::process::id()));
     let dev = FileDevice::create(&path, 1 << 30).unwrap();
     let tree = Tree::create(Box::new(dev), cfg.clone()).unwrap();
+    (path, tree)
+}
+
+fn run(background: bool) {
+    let cfg = config(4 << 20);
+    let (path, tree) = new_tree("run", &cfg);
     let bg = background.then(|| {
         tree.start_background(BackgroundConfig {
             log_sync_every: Duration::from_millis(20),

@@ -1,9 +1,11 @@
 //! Which reads continue a sequential stream, so that the engine reads
 //! the leaves after them ahead ([`wodfs_engine::Tree::read_ahead`]).
 //!
-//! A file read sequentially reaches the daemon as one request per
-//! kernel read-ahead window (1 MiB), each answered by a scan of its
-//! blocks. Without read-ahead of our own every leaf (megabytes) is read
+//! A file read sequentially reaches the daemon as 1 MiB requests, each
+//! answered by a scan of its blocks. The FUSE adapter answers a window's
+//! two requests on two threads, so they may arrive here out of order: the
+//! one that misses its stream only skips its read-ahead call (and takes a
+//! slot), and the stream goes on from the other. Without read-ahead of our own every leaf (megabytes) is read
 //! from the device when the first request reaches it, while nothing else
 //! happens: the device and the request thread take turns. A large read
 //! that starts where an earlier one ended is the sign of a sequential

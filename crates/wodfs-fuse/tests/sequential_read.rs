@@ -5,8 +5,10 @@
 mod common;
 
 use std::io::Read;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use common::{mkfs, mount, Scratch};
 
@@ -32,6 +34,10 @@ fn a_cold_sequential_read_returns_every_byte_with_the_worker_answering_some() {
 
     // Cold: a new daemon with an empty node cache and no cached pages.
     let m = mount(&s.image(), &s.mnt(), false);
+    // The daemon raises the readahead window on a thread of its own once
+    // the mount answers, and a file takes the window in force when it is
+    // opened: wait for it, or the kernel sends 128 KiB READs.
+    wait_for_readahead(&m.mnt);
     let mut f = std::fs::File::open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     for i in 0..mib {
@@ -52,4 +58,27 @@ fn a_cold_sequential_read_returns_every_byte_with_the_worker_answering_some() {
     assert!(handed_off >= 1, "no READ answered by the worker");
     drop(f);
     m.unmount();
+}
+
+/// Waits until the mount's readahead window is the one the daemon sets.
+fn wait_for_readahead(mnt: &Path) {
+    let dev = std::fs::metadata(mnt).unwrap().dev();
+    let knob = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    let want = wodfs_fuse::readahead::READAHEAD_KIB.to_string();
+    let start = Instant::now();
+    loop {
+        let now = std::fs::read_to_string(&knob).unwrap_or_default();
+        if now.trim() == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{knob} is {now:?}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

@@ -206,7 +206,7 @@ impl State {
             if let Some(_loading) = env.loading.claim(b) {
                 // Looked up again under the claim: another thread may have
                 // loaded it between the first look and the claim.
-                leaf = self.node_for_read(env, b)?;
+                leaf = self.header_unclaimed(env, b)?;
                 if !leaf.node.is_fully_loaded() {
                     let node = self.load_all(env, b, leaf.node.clone())?;
                     leaf = self.cache.put(b, node, leaf.dirty);

@@ -77,10 +77,12 @@ pub(crate) struct Loading {
 }
 
 impl Loading {
-    /// Marks leaf `b` as being loaded by the caller until the returned
-    /// claim is dropped; `None` if another thread is loading it. Only
-    /// called with the state's read lock held, so that a load never waits
-    /// for the lock while a scan waits for the load.
+    /// Marks `b` as being loaded by the caller (a leaf read whole, or an
+    /// internal node's header) until the returned claim is dropped; `None`
+    /// if another thread is loading it. A holder never waits for the
+    /// state's lock, a condition or another claim while it holds one, so a
+    /// thread waiting for a claim (under the read lock, or under the write
+    /// lock, where nobody else can hold one) always sees it released.
     pub fn claim(&self, b: BlockNum) -> Option<Claim<'_>> {
         // Not `then_some`: it would build a claim on failure too, whose
         // drop releases the other thread's.
@@ -102,8 +104,8 @@ impl Loading {
     }
 }
 
-/// A leaf being loaded; see [`Loading::claim`]. Dropping it (however the
-/// load ended) wakes the threads waiting for the leaf.
+/// A node being loaded; see [`Loading::claim`]. Dropping it (however the
+/// load ended) wakes the threads waiting for the node.
 #[derive(Debug)]
 pub(crate) struct Claim<'a> {
     loading: &'a Loading,

@@ -149,8 +149,7 @@ impl State {
             }
             let (height, _) = self.extent(b)?;
             if height == 0 {
-                let node = self.read_header(env, b)?;
-                return Ok(self.cache.put_if_absent(b, node));
+                return self.header_unclaimed(env, b);
             }
             if let Some(_reading) = env.loading.claim(b) {
                 // Looked up again under the claim: another thread may
@@ -163,6 +162,18 @@ impl State {
             }
             env.loading.wait_for(b);
         }
+    }
+
+    /// Node `b` from the cache, or its header from the device, without a
+    /// claim: for a caller that holds `b`'s claim itself (a thread loading
+    /// a leaf whole), which [`State::node_for_read`] would wait for
+    /// forever if the block table called `b` an internal node.
+    pub fn header_unclaimed(&self, env: Env<'_>, b: BlockNum) -> Result<Arc<CacheEntry>> {
+        if let Some(e) = self.cache.get(b) {
+            return Ok(e);
+        }
+        let node = self.read_header(env, b)?;
+        Ok(self.cache.put_if_absent(b, node))
     }
 
     fn read_header(&self, env: Env<'_>, b: BlockNum) -> Result<Node> {
