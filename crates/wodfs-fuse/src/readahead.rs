@@ -22,6 +22,13 @@ use std::time::Duration;
 /// requests the kernel sends (256 pages each), so that two are in flight.
 pub const READAHEAD_KIB: u32 = 2048;
 
+/// The sysfs file holding the readahead window, in KiB, of the mount
+/// whose device number is `dev`.
+pub fn knob(dev: u64) -> String {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb")
+}
+
 /// Waits until the mount at `mountpoint` answers (INIT is done), then sets
 /// its readahead window. Best effort: without root, or without sysfs, the
 /// kernel default stays and a warning is logged.
@@ -44,8 +51,7 @@ pub fn raise_readahead(mountpoint: &Path) {
         );
         return;
     };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let knob = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    let knob = knob(dev);
     match std::fs::write(&knob, READAHEAD_KIB.to_string()) {
         Ok(()) => log::debug!("{knob} = {READAHEAD_KIB}"),
         Err(e) => log::warn!("readahead left at the default: cannot write {knob}: {e}"),

@@ -62,12 +62,7 @@ fn a_cold_sequential_read_returns_every_byte_with_the_worker_answering_some() {
 
 /// Waits until the mount's readahead window is the one the daemon sets.
 fn wait_for_readahead(mnt: &Path) {
-    let dev = std::fs::metadata(mnt).unwrap().dev();
-    let knob = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
-        libc::major(dev),
-        libc::minor(dev)
-    );
+    let knob = wodfs_fuse::readahead::knob(std::fs::metadata(mnt).unwrap().dev());
     let want = wodfs_fuse::readahead::READAHEAD_KIB.to_string();
     let start = Instant::now();
     loop {

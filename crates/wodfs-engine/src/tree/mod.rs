@@ -247,10 +247,8 @@ fn collect_bindings(
     lsn: u64,
     payload: &[u8],
 ) -> Result<()> {
-    use crate::wal::record::{decode_payload, Payload, Target};
-    let at = state.layout.log_offset + lsn % state.layout.log_bytes;
-    let p = decode_payload(payload).map_err(|d| Error::corrupt("log record", at, d))?;
-    if let Payload::Bindings(bs) = p {
+    use crate::wal::record::{Payload, Target};
+    if let Payload::Bindings(bs) = decode_record(&state.layout, lsn, payload)? {
         for b in bs {
             if let Target::Node { offset, len, .. } = b.target {
                 state.table.reserve_bound(offset, len, lsn);
@@ -259,6 +257,17 @@ fn collect_bindings(
         }
     }
     Ok(())
+}
+
+/// The log record at `lsn`, decoded; one that does not decode is a
+/// corruption error naming its device address.
+fn decode_record(
+    layout: &state::Layout,
+    lsn: u64,
+    payload: &[u8],
+) -> Result<crate::wal::record::Payload> {
+    let at = layout.log_offset + lsn % layout.log_bytes;
+    crate::wal::record::decode_payload(payload).map_err(|d| Error::corrupt("log record", at, d))
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -332,17 +341,18 @@ impl Tree {
             let (lo, lb) = (state.layout.log_offset, state.layout.log_bytes);
             let start = (state.log_checkpoint_lsn, state.log_chain);
             let mut bindings = Bindings::new();
-            let scan = crate::wal::replay::scan(env, lo, lb, start, None, &mut |lsn, payload| {
-                collect_bindings(&mut state, &mut bindings, lsn, &payload)?;
-                Ok(crate::wal::replay::Next::Continue)
-            })?;
+            let mut scan =
+                crate::wal::replay::scan(env, lo, lb, start, None, &mut |lsn, payload| {
+                    collect_bindings(&mut state, &mut bindings, lsn, &payload)?;
+                    Ok(crate::wal::replay::Next::Continue)
+                })?;
             let log = crate::wal::Log::new(
                 lo,
                 lb,
                 state.log_checkpoint_lsn,
                 scan.tail,
                 scan.chain,
-                scan.head.clone(),
+                std::mem::take(&mut scan.head),
             );
             (log, bindings, scan)
         };
@@ -363,7 +373,7 @@ impl Tree {
     /// was never acknowledged (a sync binds before it flushes): the log
     /// ends before it.
     fn replay(&self, bindings: &Bindings, first: &crate::wal::replay::Scan) -> Result<LogEnd> {
-        use crate::wal::record::{decode_payload, Logged, Payload, Target};
+        use crate::wal::record::{Logged, Payload, Target};
         use crate::wal::replay::Next;
         let mut end = first.end.clone();
         if first.records == 0 {
@@ -377,10 +387,7 @@ impl Tree {
         let mut stopped = false;
         let second =
             crate::wal::replay::scan(env, lo, lb, start, Some(first.tail), &mut |lsn, payload| {
-                let at = lo + lsn % lb;
-                let p =
-                    decode_payload(&payload).map_err(|d| Error::corrupt("log record", at, d))?;
-                let Payload::Batch(logged) = p else {
+                let Payload::Batch(logged) = decode_record(&st.layout, lsn, &payload)? else {
                     return Ok(Next::Continue);
                 };
                 let mut ops = Vec::with_capacity(logged.len());

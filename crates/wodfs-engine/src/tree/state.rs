@@ -154,11 +154,7 @@ impl State {
             if let Some(_reading) = env.loading.claim(b) {
                 // Looked up again under the claim: another thread may
                 // have read it between the first look and the claim.
-                if let Some(e) = self.cache.get(b) {
-                    return Ok(e);
-                }
-                let node = self.read_header(env, b)?;
-                return Ok(self.cache.put_if_absent(b, node));
+                return self.header_unclaimed(env, b);
             }
             env.loading.wait_for(b);
         }
