@@ -116,6 +116,9 @@ fn write_back_thread_and_checkpoints_agree_with_the_model() {
         "the write-back thread and checkpoints wrote only {} nodes without the lock",
         stats.unlocked_writes
     );
+    // Leaves flushed into were read ahead while the writer worked, and
+    // the values above came out right through them.
+    assert!(stats.flush_reads_ahead > 0, "{stats:?}");
     tree.verify().unwrap();
     check(&tree, &model);
     // Space the thread was handed for queued nodes, and what its images

@@ -90,6 +90,7 @@ pub struct Background {
     tree: Tree,
     thread: Option<JoinHandle<Result<(), String>>>,
     write_back: Option<(Arc<super::writeback::Queue>, JoinHandle<()>)>,
+    flush_ahead: Option<JoinHandle<()>>,
 }
 
 impl Tree {
@@ -100,6 +101,7 @@ impl Tree {
             ..WakeState::default()
         };
         let write_back = cfg.write_back_thread.then(|| self.start_write_back());
+        let flush_ahead = cfg.write_back_thread.then(|| self.start_flush_ahead());
         let tree = self.clone();
         let thread = std::thread::Builder::new()
             .name("wodfs-background".into())
@@ -150,7 +152,24 @@ impl Tree {
             tree: self.clone(),
             thread: Some(thread),
             write_back,
+            flush_ahead,
         }
+    }
+
+    /// Starts the thread that reads ahead the children flushes are about
+    /// to take ([`super::flush_ahead`]).
+    fn start_flush_ahead(&self) -> std::thread::JoinHandle<()> {
+        self.shared.flush_ahead.start();
+        let tree = self.clone();
+        std::thread::Builder::new()
+            .name("wodfs-flushread".into())
+            .spawn(move || {
+                // However the thread ends, the writer stops waiting on it.
+                let t = tree.clone();
+                let _ended = super::OnExit(move || t.shared.flush_ahead.ended());
+                tree.shared.flush_ahead.run(tree.env())
+            })
+            .expect("spawning the flush read-ahead thread")
     }
 }
 
@@ -163,6 +182,10 @@ impl Background {
     fn stop_inner(&mut self) -> Result<(), String> {
         if let Some((queue, thread)) = self.write_back.take() {
             queue.stop();
+            let _ = thread.join();
+        }
+        if let Some(thread) = self.flush_ahead.take() {
+            self.tree.shared.flush_ahead.stop();
             let _ = thread.join();
         }
         {

@@ -19,6 +19,7 @@ mod bind;
 mod cache;
 mod checkpoint;
 mod drop_later;
+mod flush_ahead;
 pub(crate) mod frame;
 mod query;
 mod read_ahead;
@@ -221,6 +222,8 @@ struct Shared {
     writing_back: writeback::Writing,
     /// Where recent partition reads ended (random or continuing reads).
     reads: read_pattern::ReadPattern,
+    /// Children flushes are about to take, read ahead.
+    flush_ahead: flush_ahead::FlushAhead,
 }
 
 /// Runs its closure when dropped: a thread's cleanup that must happen
@@ -283,12 +286,14 @@ impl Tree {
         let state = {
             let loading = read_ahead::Loading::default();
             let reads = read_pattern::ReadPattern::default();
+            let flush_ahead = flush_ahead::FlushAhead::default();
             let env = Env {
                 dev: dev.as_ref(),
                 cfg: &cfg,
                 stats: &stats,
                 loading: &loading,
                 reads: &reads,
+                flush_ahead: &flush_ahead,
             };
             checkpoint::create_state(env)?
         };
@@ -312,6 +317,7 @@ impl Tree {
         // Nothing reads ahead before the handle exists.
         let loading = read_ahead::Loading::default();
         let reads = read_pattern::ReadPattern::default();
+        let flush_ahead = flush_ahead::FlushAhead::default();
         let (mut state, cfg) = {
             let probe = Config {
                 cache_bytes,
@@ -323,6 +329,7 @@ impl Tree {
                 stats: &stats,
                 loading: &loading,
                 reads: &reads,
+                flush_ahead: &flush_ahead,
             };
             checkpoint::open_state(env, cache_bytes)?
         };
@@ -333,6 +340,7 @@ impl Tree {
                 stats: &stats,
                 loading: &loading,
                 reads: &reads,
+                flush_ahead: &flush_ahead,
             };
             // The root stays cached and whole: writes land in it without I/O.
             let root = state.root;
@@ -468,6 +476,7 @@ impl Tree {
                 loading: Default::default(),
                 writing_back: Default::default(),
                 reads: Default::default(),
+                flush_ahead: Default::default(),
             }),
         }
     }
@@ -479,6 +488,7 @@ impl Tree {
             stats: &self.shared.stats,
             loading: &self.shared.loading,
             reads: &self.shared.reads,
+            flush_ahead: &self.shared.flush_ahead,
         }
     }
 

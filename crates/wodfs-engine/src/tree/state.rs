@@ -56,6 +56,7 @@ pub(crate) struct Env<'a> {
     pub stats: &'a Stats,
     pub loading: &'a super::read_ahead::Loading,
     pub reads: &'a super::read_pattern::ReadPattern,
+    pub flush_ahead: &'a super::flush_ahead::FlushAhead,
 }
 
 /// The engine error of a failed device request.
@@ -286,7 +287,20 @@ impl State {
         // A write-back the thread finished is committed first: the node
         // it wrote is then this version, not a stale copy.
         self.apply_commits(env);
-        let (node, dirty) = match self.cache.take(b) {
+        let cached = self.cache.take(b);
+        // Not cached, or cached clean and partly loaded (the device holds
+        // all of it then): the flush read-ahead thread may have read it.
+        if cached
+            .as_ref()
+            .is_none_or(|(n, dirty)| !dirty && !n.is_fully_loaded())
+        {
+            let (_, x) = self.extent(b)?;
+            if let Some(node) = env.flush_ahead.take(b, &x) {
+                env.stats.add_flush_read_ahead();
+                return Ok((node, false));
+            }
+        }
+        let (node, dirty) = match cached {
             Some(x) => x,
             None => (self.read_header(env, b)?, false),
         };
@@ -383,7 +397,7 @@ fn check_header(b: BlockNum, height: u8, x: &Extent, buf: &[u8]) -> Result<Node>
 
 /// Node `b` with every partition decoded, from the bytes of its whole
 /// extent.
-fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
+pub(crate) fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
     if bytes.len() < x.header_len as usize {
         return Err(Error::corrupt(
             "node header",

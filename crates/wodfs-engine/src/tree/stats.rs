@@ -25,6 +25,7 @@ counters! {
     partition_reads: "Single partitions read from the device.",
     segment_reads: "Pieces of segmented buffers read alone by point queries (not cached).",
     node_reads: "Whole-node reads (all missing partitions in one request).",
+    flush_reads_ahead: "Of those, nodes a flush took from the flush read-ahead thread (read while the writer worked).",
     node_writes: "Nodes written (redirect-on-write).",
     node_bytes_written: "Bytes of nodes written.",
     unlocked_writes: "Of those, nodes serialized without the tree's lock (write-back thread, checkpoint).",
@@ -55,6 +56,9 @@ impl Stats {
     }
     pub fn add_node_read(&self) {
         self.node_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_flush_read_ahead(&self) {
+        self.flush_reads_ahead.fetch_add(1, Relaxed);
     }
     pub fn add_node_write(&self, bytes: usize) {
         self.node_writes.fetch_add(1, Relaxed);

@@ -233,11 +233,10 @@ impl State {
     /// may: the node size, or [`root_buffer_bytes`] for the root (the
     /// only node of the tree's height).
     fn flush_while_over(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds) -> Result<()> {
-        let limit = if node.height == self.height {
-            root_buffer_bytes(env.cfg)
-        } else {
-            env.cfg.node_bytes
-        };
+        let limit = self.buffer_limit(env, node);
+        if node.buffer_bytes() > limit {
+            self.read_ahead_flushes(env, node, None);
+        }
         while node.buffer_bytes() > limit {
             let i = (0..node.parts.len())
                 .max_by_key(|i| node.buffer(*i).bytes())
@@ -245,6 +244,50 @@ impl State {
             self.flush_child(env, node, bounds, i)?;
         }
         Ok(())
+    }
+
+    /// What `node`'s buffers may hold before they are flushed: the node
+    /// size, or [`root_buffer_bytes`] for the root (the only node of the
+    /// tree's height).
+    fn buffer_limit(&self, env: Env<'_>, node: &Node) -> usize {
+        if node.height == self.height {
+            root_buffer_bytes(env.cfg)
+        } else {
+            env.cfg.node_bytes
+        }
+    }
+
+    /// Asks for the children that flushes out of `node` will take to be
+    /// read ahead ([`super::flush_ahead`]), those not cached whole, in
+    /// the order [`Self::flush_while_over`] takes them (fullest buffer
+    /// first, while over the limit), with `incoming[j]` bytes more for
+    /// child `j` that are about to be put.
+    fn read_ahead_flushes(&self, env: Env<'_>, node: &Node, incoming: Option<&[usize]>) {
+        let mut bytes: Vec<usize> = (0..node.parts.len())
+            .map(|j| node.buffer(j).bytes() + incoming.map_or(0, |v| v[j]))
+            .collect();
+        let mut total: usize = bytes.iter().sum();
+        let limit = self.buffer_limit(env, node);
+        while total > limit {
+            let Some((j, &most)) = bytes.iter().enumerate().max_by_key(|(_, b)| **b) else {
+                return;
+            };
+            if most == 0 {
+                return;
+            }
+            total -= most;
+            bytes[j] = 0;
+            let c = node.children[j].child;
+            let loaded = |e: &super::cache::CacheEntry| e.dirty || e.node.is_fully_loaded();
+            if self.cache.peek(c).is_some_and(|e| loaded(&e)) {
+                continue;
+            }
+            if let Some(e) = self.table.get(c) {
+                if let Some(x) = e.loc {
+                    env.flush_ahead.ask(c, e.height, x);
+                }
+            }
+        }
     }
 
     /// Space reclaim: pushes buffered range deletes down from the root,
@@ -396,6 +439,19 @@ impl State {
         // no faster).
         // Keys come in order, so each is usually in the previous key's
         // child.
+        // The children this will flush are known before the messages
+        // are put (about their share of the buffer's bytes each): their
+        // reads start now, while the messages go in.
+        if buf.key_count() > 0 {
+            let mut incoming = vec![0usize; node.parts.len()];
+            let per_key = buf.bytes() / buf.key_count();
+            let mut j = 0;
+            for k in buf.keys() {
+                j = node.part_index_near(k, j);
+                incoming[j] += per_key;
+            }
+            self.read_ahead_flushes(env, &node, Some(&incoming));
+        }
         let mut j = 0;
         for (k, list) in buf.take_points() {
             j = node.part_index_near(&k, j);
