@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::state::{decode_whole, Env};
+use super::state::{read_whole_at, Env};
 use crate::node::Node;
 use crate::table::{BlockNum, Extent};
 
@@ -123,7 +123,9 @@ impl FlushAhead {
             };
             s.busy = Some(job.b);
             drop(s);
-            let node = read_node(env, &job);
+            // A failed read or check is left for the writer, which reads
+            // the node again and reports the error on its own path.
+            let node = read_whole_at(env, job.b, job.height, &job.extent).ok();
             s = self.inner.lock();
             s.busy = None;
             if let Some(node) = node {
@@ -154,19 +156,6 @@ impl FlushAhead {
         s.running = false;
         self.cv.notify_all();
     }
-}
-
-/// The node at `job`'s extent, read and checked whole; `None` if the read
-/// or the check fails (the writer reads it again and reports the error).
-fn read_node(env: Env<'_>, job: &Job) -> Option<Node> {
-    let x = &job.extent;
-    let mut decoded = None;
-    env.read_with(x.offset, x.len as usize, &mut |bytes| {
-        decoded = Some(decode_whole(job.b, job.height, x, bytes));
-    })
-    .ok()?;
-    env.stats.add_node_read();
-    decoded?.ok()
 }
 
 #[cfg(test)]

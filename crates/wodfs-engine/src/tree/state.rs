@@ -200,12 +200,7 @@ impl State {
     /// cold sequential read's waiting.
     pub fn read_whole(&self, env: Env<'_>, b: BlockNum) -> Result<Node> {
         let (height, x) = self.extent(b)?;
-        let mut decoded = None;
-        env.read_with(x.offset, x.len as usize, &mut |bytes| {
-            decoded = Some(decode_whole(b, height, &x, bytes));
-        })?;
-        env.stats.add_node_read();
-        decoded.expect("read_with hands over the bytes when it succeeds")
+        read_whole_at(env, b, height, &x)
     }
 
     /// Where node `b`'s extent starts on the device.
@@ -397,7 +392,18 @@ fn check_header(b: BlockNum, height: u8, x: &Extent, buf: &[u8]) -> Result<Node>
 
 /// Node `b` with every partition decoded, from the bytes of its whole
 /// extent.
-pub(crate) fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
+/// Node `b` (of `height`) read whole from extent `x` in one request and
+/// checked; needs no lock (the flush read-ahead thread calls it).
+pub(crate) fn read_whole_at(env: Env<'_>, b: BlockNum, height: u8, x: &Extent) -> Result<Node> {
+    let mut decoded = None;
+    env.read_with(x.offset, x.len as usize, &mut |bytes| {
+        decoded = Some(decode_whole(b, height, x, bytes));
+    })?;
+    env.stats.add_node_read();
+    decoded.expect("read_with hands over the bytes when it succeeds")
+}
+
+fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
     if bytes.len() < x.header_len as usize {
         return Err(Error::corrupt(
             "node header",
