@@ -167,6 +167,15 @@ impl Eq for MsgBuffer {}
 pub(crate) type Msgs<'a> = Cow<'a, [PointMsg]>;
 
 impl MsgBuffer {
+    /// This buffer as it comes back from disk: frozen, nothing decoded.
+    #[cfg(test)]
+    pub(crate) fn frozen_copy(&self) -> MsgBuffer {
+        let mut e = crate::format::bytes::Enc::with_capacity(0);
+        crate::format::partition::encode_buffer(self, &mut e, usize::MAX);
+        let (ranges, points) = FrozenPoints::parse(e.buf).expect("own encoding");
+        MsgBuffer::from_frozen(ranges, points)
+    }
+
     pub fn from_frozen(ranges: RangeIndex, points: FrozenPoints) -> Self {
         let mut b = MsgBuffer {
             point_msgs: points.message_count(),
@@ -311,6 +320,11 @@ impl MsgBuffer {
         hi: Option<&[u8]>,
     ) -> Box<dyn Iterator<Item = &'a [u8]> + 'a> {
         Box::new(self.sources(lo, hi).map(|(k, _)| k))
+    }
+
+    /// Holds range deletes.
+    pub fn has_ranges(&self) -> bool {
+        !self.ranges.is_empty()
     }
 
     /// Every key with its messages, in key order.
@@ -830,14 +844,6 @@ mod tests {
         }
     }
 
-    /// A buffer as it comes back from disk: frozen, nothing decoded.
-    fn frozen_copy(b: &MsgBuffer) -> MsgBuffer {
-        let mut e = crate::format::bytes::Enc::with_capacity(0);
-        crate::format::partition::encode_buffer(b, &mut e, usize::MAX);
-        let (ranges, points) = FrozenPoints::parse(e.buf).expect("own encoding");
-        MsgBuffer::from_frozen(ranges, points)
-    }
-
     /// Messages put into a frozen buffer (its delta) and into the same
     /// buffer opened give equal buffers: the same messages per key (a
     /// base entry shadowed by a blind insert, patched on top of its base
@@ -870,7 +876,7 @@ mod tests {
                 let key = format!("k{:02}", next(20)).into_bytes();
                 open.put_point(key, op(&mut next));
             }
-            let mut frozen = frozen_copy(&open);
+            let mut frozen = open.frozen_copy();
             assert!(matches!(frozen.points, Points::Frozen(_)) || open.key_count() == 0);
             for _ in 0..next(30) {
                 let key = format!("k{:02}", next(25)).into_bytes();
@@ -891,7 +897,7 @@ mod tests {
                 .points_in(b"k07", Some(b"k19"))
                 .eq(open.points_in(b"k07", Some(b"k19"))));
             // Written back, read again: what the open buffer encodes to.
-            assert_eq!(frozen_copy(&frozen), open);
+            assert_eq!(frozen.frozen_copy(), open);
             let mut opened = frozen.clone();
             opened.thaw();
             assert_eq!(opened, open);

@@ -37,6 +37,7 @@ pub(crate) struct Unbound {
 /// (a flush, a split), which puts a new version. A newer operation on the key elsewhere does not
 /// matter: binding to a value that includes the unbound insert is sound
 /// (module comment).
+#[derive(Clone, Copy, Debug)]
 enum Located {
     Node(BlockNum),
     Obsolete,
@@ -88,6 +89,85 @@ pub(super) struct LeafPath {
     /// Where in the leaf the last key was (partition, entry after it): the
     /// next key of a stream is usually right there.
     hint: (usize, usize),
+    /// Per level, its buffer's keys from the last one asked for on.
+    windows: Vec<Option<Window>>,
+}
+
+/// A buffer's keys from `from` on, copied in order with what each says
+/// of an unbound insert ([`in_buffer`]): a binding pass asks for a
+/// stream's keys in order, so one walk through the buffer answers for a
+/// run of them, where a B-tree descent per key and buffer (a lookup) was
+/// a sixth of a sequential stream's writer. Only for a buffer without
+/// range deletes (one may cover a key the buffer has no message for).
+#[derive(Debug, Default)]
+struct Window {
+    from: Vec<u8>,
+    /// The keys listed, end to end (`ends[i]`: where key `i` ends).
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    answers: Vec<Option<Located>>,
+    /// The buffer has no key past the last one listed.
+    to_end: bool,
+    /// Where the last key asked for was.
+    at: usize,
+}
+
+/// Keys a window lists at most.
+const WINDOW_KEYS: usize = 256;
+
+/// What a window says of a key.
+enum Listed {
+    /// The window does not reach the key.
+    Beyond,
+    /// The buffer has the key (and what its messages say) or not (`None`).
+    Has(Option<Option<Located>>),
+}
+
+impl Window {
+    fn fill(buf: &MsgBuffer, b: BlockNum, from: &[u8]) -> Window {
+        let mut w = Window {
+            from: from.to_vec(),
+            ..Window::default()
+        };
+        for (k, msgs) in buf.points_in(from, None).take(WINDOW_KEYS) {
+            w.bytes.extend_from_slice(k);
+            w.ends.push(w.bytes.len());
+            w.answers.push(match msgs.first().map(|m| &m.op) {
+                Some(PointOp::Insert(_)) => Some(Located::Node(b)),
+                Some(PointOp::Delete) => Some(Located::Obsolete),
+                _ => None,
+            });
+        }
+        w.to_end = w.ends.len() < WINDOW_KEYS;
+        w
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    fn ask(&mut self, rel: &[u8]) -> Listed {
+        let n = self.ends.len();
+        if rel < self.from.as_slice() {
+            return Listed::Beyond;
+        }
+        if !self.to_end && rel > self.key(n - 1) {
+            return Listed::Beyond;
+        }
+        // Usually at or just past the last key asked for.
+        if self.at >= n || self.key(self.at) > rel {
+            self.at = 0;
+        }
+        while self.at < n && self.key(self.at) < rel {
+            self.at += 1;
+        }
+        if self.at < n && self.key(self.at) == rel {
+            Listed::Has(Some(self.answers[self.at]))
+        } else {
+            Listed::Has(None)
+        }
+    }
 }
 
 impl LeafPath {
@@ -97,7 +177,7 @@ impl LeafPath {
 
     /// [`State::locate_value`] for a key this path covers.
     fn locate(&mut self, st: &State, env: Env<'_>, key: &[u8]) -> Result<Located> {
-        for (b, entry, i) in &self.levels {
+        for (n, (b, entry, i)) in self.levels.iter().enumerate() {
             let Some(Part::Buffer(buf)) = entry.node.parts[*i].data.get() else {
                 return Err(Error::corrupt(
                     "node",
@@ -108,7 +188,21 @@ impl LeafPath {
             if buf.is_empty() {
                 continue;
             }
-            if let Some(found) = in_buffer(buf, *b, relative(entry, *b, key)?) {
+            let rel = relative(entry, *b, key)?;
+            if !buf.has_ranges() {
+                let w = &mut self.windows[n];
+                let listed = match w.as_mut().map(|w| w.ask(rel)) {
+                    Some(Listed::Has(x)) => Listed::Has(x),
+                    _ => w.insert(Window::fill(buf, *b, rel)).ask(rel),
+                };
+                match listed {
+                    Listed::Has(Some(Some(found))) => return Ok(found),
+                    Listed::Has(_) => continue,
+                    // Not after a fill from `rel`; the lookup below answers.
+                    Listed::Beyond => {}
+                }
+            }
+            if let Some(found) = in_buffer(buf, *b, rel) {
                 return Ok(found);
             }
         }
@@ -272,6 +366,7 @@ impl State {
             let rel = relative(&entry, b, key)?;
             if entry.node.is_leaf() {
                 return Ok(LeafPath {
+                    windows: levels.iter().map(|_| None).collect(),
                     levels,
                     leaf: (b, entry),
                     bounds,
@@ -471,6 +566,54 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::PointMsg;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A window answers every key as a lookup in the buffer does
+        /// ([`in_buffer`]), refilled from the key where it does not reach
+        /// it (as `LeafPath::locate` does), for keys asked in order (a
+        /// stream's) and in any order, open and frozen buffers alike.
+        #[test]
+        fn a_window_answers_as_a_lookup_does(
+            msgs in prop::collection::vec((0u16..3000, 0u8..3), 0..1500),
+            mut probes in prop::collection::vec(0u16..3100, 1..400),
+            sorted in any::<bool>(),
+        ) {
+            let key = |k: u16| k.to_be_bytes().to_vec();
+            let mut open = MsgBuffer::default();
+            for (msn, (k, kind)) in msgs.into_iter().enumerate() {
+                let op = match kind {
+                    0 => PointOp::Insert(vec![1; 3]),
+                    1 => PointOp::Delete,
+                    _ => PointOp::Patch { offset: 1, data: vec![2] },
+                };
+                open.put_point(key(k), PointMsg { msn: msn as u64 + 1, op });
+            }
+            if sorted {
+                probes.sort_unstable();
+            }
+            for buf in [open.frozen_copy(), open] {
+                let mut window: Option<Window> = None;
+                for &p in &probes {
+                    let rel = key(p);
+                    let listed = match window.as_mut().map(|w| w.ask(&rel)) {
+                        Some(Listed::Has(x)) => x,
+                        _ => match window.insert(Window::fill(&buf, 7, &rel)).ask(&rel) {
+                            Listed::Has(x) => x,
+                            Listed::Beyond => panic!("a window reaches the key it starts at"),
+                        },
+                    };
+                    let want = in_buffer(&buf, 7, &rel);
+                    prop_assert_eq!(
+                        format!("{:?}", listed.flatten()),
+                        format!("{want:?}"),
+                        "key {}", p
+                    );
+                }
+            }
+        }
+    }
 
     fn found(lsn: u64, op: u32, block: BlockNum) -> Found {
         Found {
