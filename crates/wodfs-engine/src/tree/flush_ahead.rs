@@ -88,6 +88,11 @@ impl FlushAhead {
         self.cv.notify_all();
     }
 
+    /// A thread runs and takes requests.
+    pub fn runs(&self) -> bool {
+        self.inner.lock().running
+    }
+
     /// Node `b`, read whole, if the thread read it at `extent` (where the
     /// block table has it now); waits if the thread is reading it. `None`:
     /// the caller reads it. A read asked for and not started is withdrawn.

@@ -390,8 +390,6 @@ fn check_header(b: BlockNum, height: u8, x: &Extent, buf: &[u8]) -> Result<Node>
     Ok(node)
 }
 
-/// Node `b` with every partition decoded, from the bytes of its whole
-/// extent.
 /// Node `b` (of `height`) read whole from extent `x` in one request and
 /// checked; needs no lock (the flush read-ahead thread calls it).
 pub(crate) fn read_whole_at(env: Env<'_>, b: BlockNum, height: u8, x: &Extent) -> Result<Node> {
@@ -403,6 +401,8 @@ pub(crate) fn read_whole_at(env: Env<'_>, b: BlockNum, height: u8, x: &Extent) -
     decoded.expect("read_with hands over the bytes when it succeeds")
 }
 
+/// Node `b` with every partition decoded, from the bytes of its whole
+/// extent.
 fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
     if bytes.len() < x.header_len as usize {
         return Err(Error::corrupt(

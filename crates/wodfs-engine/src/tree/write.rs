@@ -437,12 +437,10 @@ impl State {
         // decoding what it holds; a sorted merge into a new frozen buffer
         // would copy the whole buffer at every flush (tried earlier:
         // no faster).
-        // Keys come in order, so each is usually in the previous key's
-        // child.
         // The children this will flush are known before the messages
         // are put (about their share of the buffer's bytes each): their
         // reads start now, while the messages go in.
-        if buf.key_count() > 0 {
+        if buf.key_count() > 0 && env.flush_ahead.runs() {
             let mut incoming = vec![0usize; node.parts.len()];
             let per_key = buf.bytes() / buf.key_count();
             let mut j = 0;
@@ -452,6 +450,8 @@ impl State {
             }
             self.read_ahead_flushes(env, &node, Some(&incoming));
         }
+        // Keys come in order, so each is usually in the previous key's
+        // child.
         let mut j = 0;
         for (k, list) in buf.take_points() {
             j = node.part_index_near(&k, j);
