@@ -49,9 +49,8 @@ struct Job {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// A thread runs and takes jobs.
+    /// A thread runs and takes jobs; cleared to stop it.
     running: bool,
-    stop: bool,
     queue: VecDeque<Job>,
     /// Being read now.
     busy: Option<BlockNum>,
@@ -110,18 +109,13 @@ impl FlushAhead {
 
     /// Takes requests from now on, for a thread about to [`Self::run`].
     pub fn start(&self) {
-        let mut s = self.inner.lock();
-        s.running = true;
-        s.stop = false;
+        self.inner.lock().running = true;
     }
 
     /// The thread's loop: reads what is asked until [`Self::stop`].
     pub fn run(&self, env: Env<'_>) {
         let mut s = self.inner.lock();
-        loop {
-            if s.stop {
-                break;
-            }
+        while s.running {
             let Some(job) = s.queue.pop_front() else {
                 self.cv.wait(&mut s);
                 continue;
@@ -154,11 +148,10 @@ impl FlushAhead {
         self.cv.notify_all();
     }
 
-    /// Ends [`Self::run`]; nothing is asked of the thread after this.
+    /// Ends [`Self::run`] once the read under way (if any) is done;
+    /// nothing is asked of the thread after this.
     pub fn stop(&self) {
-        let mut s = self.inner.lock();
-        s.stop = true;
-        s.running = false;
+        self.inner.lock().running = false;
         self.cv.notify_all();
     }
 }

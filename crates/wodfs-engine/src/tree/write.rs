@@ -278,8 +278,12 @@ impl State {
             total -= most;
             bytes[j] = 0;
             let c = node.children[j].child;
-            let loaded = |e: &super::cache::CacheEntry| e.dirty || e.node.is_fully_loaded();
-            if self.cache.peek(c).is_some_and(|e| loaded(&e)) {
+            // A dirty node is always whole.
+            if self
+                .cache
+                .peek(c)
+                .is_some_and(|e| e.dirty || e.node.is_fully_loaded())
+            {
                 continue;
             }
             if let Some(e) = self.table.get(c) {
@@ -440,21 +444,30 @@ impl State {
         // The children this will flush are known before the messages
         // are put (about their share of the buffer's bytes each): their
         // reads start now, while the messages go in.
+        // Each key's child is found once, here if the thread runs (the
+        // keys are put below in the same order).
+        let mut routes: Vec<u32> = Vec::new();
         if buf.key_count() > 0 && env.flush_ahead.runs() {
+            routes.reserve(buf.key_count());
             let mut incoming = vec![0usize; node.parts.len()];
             let per_key = buf.bytes() / buf.key_count();
             let mut j = 0;
             for k in buf.keys() {
                 j = node.part_index_near(k, j);
                 incoming[j] += per_key;
+                routes.push(j as u32);
             }
             self.read_ahead_flushes(env, &node, Some(&incoming));
         }
         // Keys come in order, so each is usually in the previous key's
         // child.
         let mut j = 0;
-        for (k, list) in buf.take_points() {
-            j = node.part_index_near(&k, j);
+        for (n, (k, list)) in buf.take_points().enumerate() {
+            j = match routes.get(n) {
+                Some(&r) => r as usize,
+                None => node.part_index_near(&k, j),
+            };
+            debug_assert_eq!(j, node.part_index(&k), "a key routed ahead");
             node.buffer_mut(j).put_points(k, list);
         }
         self.flush_while_over(env, &mut node, bounds)?;
