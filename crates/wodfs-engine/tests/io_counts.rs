@@ -3,10 +3,11 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::small_nodes;
 use wodfs_device::{CountingDevice, MemDevice};
-use wodfs_engine::{Config, Tree};
+use wodfs_engine::{BackgroundConfig, Config, Tree};
 
 type Dev = Arc<CountingDevice<MemDevice>>;
 
@@ -232,6 +233,17 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
 
 #[test]
 fn child_covered_by_a_range_delete_is_dropped_unread() {
+    covered_children_are_dropped_unread(false);
+}
+
+/// With the background threads running, the flush read-ahead thread among
+/// them: it must not read a child the flush will prune.
+#[test]
+fn child_covered_by_a_range_delete_is_not_read_ahead() {
+    covered_children_are_dropped_unread(true);
+}
+
+fn covered_children_are_dropped_unread(background: bool) {
     // Height 1: a root over leaves, so the root's buffers flush into leaves.
     let cfg = Config {
         fanout: 64,
@@ -239,6 +251,13 @@ fn child_covered_by_a_range_delete_is_dropped_unread() {
     };
     let (dev, tree) = cold_tree(&cfg, 2_000);
     assert_eq!(tree.height(), 1);
+    let bg = background.then(|| {
+        tree.start_background(BackgroundConfig {
+            log_sync_every: Duration::from_secs(3600),
+            checkpoint_every: Duration::from_secs(3600),
+            ..BackgroundConfig::default()
+        })
+    });
     let before = dev.counts();
     let s0 = tree.stats();
     // Delete most of the key space, then write into the deleted region until
@@ -251,8 +270,15 @@ fn child_covered_by_a_range_delete_is_dropped_unread() {
         tree.insert(&k, &[1u8; 2000]).unwrap();
         i += 1;
     }
+    if let Some(bg) = bg {
+        bg.stop().unwrap();
+    }
     let s = tree.stats();
     assert!(s.prunes > s0.prunes, "{s:?}");
+    assert_eq!(
+        s.flush_read_ahead_asks, s0.flush_read_ahead_asks,
+        "pruned leaves must not be read ahead"
+    );
     assert_eq!(
         dev.counts().since(&before).reads,
         0,

@@ -171,5 +171,16 @@ pub fn serve(
         stats.stale_writes,
         stats.checkpoints
     );
+    log::info!(
+        "device reads since mount: {} node headers, {} partitions, {} whole nodes ({} read ahead for flushes), {} buffer segments; {} flushes, {} skip-downs, {} evictions",
+        stats.header_reads,
+        stats.partition_reads,
+        stats.node_reads,
+        stats.flush_reads_ahead,
+        stats.segment_reads,
+        stats.flushes,
+        stats.skip_downs,
+        stats.evictions
+    );
     served
 }

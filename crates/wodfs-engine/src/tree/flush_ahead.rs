@@ -76,15 +76,16 @@ pub(crate) struct FlushAhead {
 impl FlushAhead {
     /// Asks for node `b` (at `extent`, of `height`) to be read, if a
     /// thread runs, the node is not asked for already and the queue has
-    /// room; a hint, never waited for.
-    pub fn ask(&self, b: BlockNum, height: u8, extent: Extent) {
+    /// room; a hint, never waited for. Returns whether it was queued.
+    pub fn ask(&self, b: BlockNum, height: u8, extent: Extent) -> bool {
         let mut s = self.inner.lock();
         let waiting = s.queue.len() + usize::from(s.busy.is_some());
         if !s.running || waiting >= QUEUED_MAX || s.knows(b) {
-            return;
+            return false;
         }
         s.queue.push_back(Job { b, height, extent });
         self.cv.notify_all();
+        true
     }
 
     /// A thread runs and takes requests.

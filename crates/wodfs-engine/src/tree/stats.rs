@@ -26,6 +26,7 @@ counters! {
     segment_reads: "Pieces of segmented buffers read alone by point queries (not cached).",
     node_reads: "Whole-node reads (all missing partitions in one request).",
     flush_reads_ahead: "Of those, nodes a flush took from the flush read-ahead thread (read while the writer worked).",
+    flush_read_ahead_asks: "Nodes queued for the flush read-ahead thread (those a flush did not take were read in vain, or dropped unread).",
     node_writes: "Nodes written (redirect-on-write).",
     node_bytes_written: "Bytes of nodes written.",
     unlocked_writes: "Of those, nodes serialized without the tree's lock (write-back thread, checkpoint).",
@@ -59,6 +60,9 @@ impl Stats {
     }
     pub fn add_flush_read_ahead(&self) {
         self.flush_reads_ahead.fetch_add(1, Relaxed);
+    }
+    pub fn add_flush_read_ahead_ask(&self) {
+        self.flush_read_ahead_asks.fetch_add(1, Relaxed);
     }
     pub fn add_node_write(&self, bytes: usize) {
         self.node_writes.fetch_add(1, Relaxed);

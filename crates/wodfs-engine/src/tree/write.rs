@@ -235,7 +235,7 @@ impl State {
     fn flush_while_over(&mut self, env: Env<'_>, node: &mut Node, bounds: &Bounds) -> Result<()> {
         let limit = self.buffer_limit(env, node);
         if node.buffer_bytes() > limit {
-            self.read_ahead_flushes(env, node, None);
+            self.read_ahead_flushes(env, node, bounds, None);
         }
         while node.buffer_bytes() > limit {
             let i = (0..node.parts.len())
@@ -262,7 +262,13 @@ impl State {
     /// the order [`Self::flush_while_over`] takes them (fullest buffer
     /// first, while over the limit), with `incoming[j]` bytes more for
     /// child `j` that are about to be put.
-    fn read_ahead_flushes(&self, env: Env<'_>, node: &Node, incoming: Option<&[usize]>) {
+    fn read_ahead_flushes(
+        &self,
+        env: Env<'_>,
+        node: &Node,
+        bounds: &Bounds,
+        incoming: Option<&[usize]>,
+    ) {
         let mut bytes: Vec<usize> = (0..node.parts.len())
             .map(|j| node.buffer(j).bytes() + incoming.map_or(0, |v| v[j]))
             .collect();
@@ -277,6 +283,16 @@ impl State {
             }
             total -= most;
             bytes[j] = 0;
+            // A child its buffer's range deletes cover is pruned unread
+            // (`flush_child`): reading it ahead would undo leaf pruning.
+            let buf = node.buffer(j);
+            if buf.has_ranges() {
+                let cb = child_bounds(node, bounds, j);
+                let (lo, hi) = relative(&cb, &node.prefix);
+                if buf.ranges.covers(&lo, hi.as_deref()) {
+                    continue;
+                }
+            }
             let c = node.children[j].child;
             // A dirty node is always whole.
             if self
@@ -288,7 +304,9 @@ impl State {
             }
             if let Some(e) = self.table.get(c) {
                 if let Some(x) = e.loc {
-                    env.flush_ahead.ask(c, e.height, x);
+                    if env.flush_ahead.ask(c, e.height, x) {
+                        env.stats.add_flush_read_ahead_ask();
+                    }
                 }
             }
         }
@@ -457,7 +475,7 @@ impl State {
                 incoming[j] += per_key;
                 routes.push(j as u32);
             }
-            self.read_ahead_flushes(env, &node, Some(&incoming));
+            self.read_ahead_flushes(env, &node, bounds, Some(&incoming));
         }
         // Keys come in order, so each is usually in the previous key's
         // child.
