@@ -172,11 +172,12 @@ pub fn serve(
         stats.checkpoints
     );
     log::info!(
-        "device reads since mount: {} node headers, {} partitions, {} whole nodes ({} read ahead for flushes), {} buffer segments; {} flushes, {} skip-downs, {} evictions",
+        "device reads since mount: {} node headers, {} partitions, {} whole nodes ({} of {} asked read ahead for flushes), {} buffer segments; {} flushes, {} skip-downs, {} evictions",
         stats.header_reads,
         stats.partition_reads,
         stats.node_reads,
         stats.flush_reads_ahead,
+        stats.flush_read_ahead_asks,
         stats.segment_reads,
         stats.flushes,
         stats.skip_downs,
