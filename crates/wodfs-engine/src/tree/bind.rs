@@ -29,6 +29,8 @@ pub(crate) struct Unbound {
     pub lsn: u64,
     pub op: u32,
     pub key: Vec<u8>,
+    /// Bytes of its value (what binding it will write).
+    pub value_bytes: u32,
 }
 
 /// Where the newest whole value of a key is. An answer stays good while

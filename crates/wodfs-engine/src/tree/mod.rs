@@ -69,6 +69,19 @@ pub struct Space {
 /// runs).
 const UNBOUND_BIND_AT: usize = 8 * 1024;
 
+/// Bytes of unbound values at which a round of binding is asked for (the
+/// writer binds them itself at twice as many): a twelfth of the cache, so
+/// that with the writer's share they stay within half of the dirty budget
+/// (a third of the cache). Past the dirty budget, write-back writes the
+/// least recently used dirty leaves, which are a stream's leaves of
+/// unbound values; eviction then strips them, and binding reads them back
+/// to find each value: a 4 GiB file write read 159-253 MiB that way with
+/// the 256 MiB cache, binding every 8,192 blocks (32 MiB) or 16,384 (64
+/// MiB). Not below four late-bound batches' worth.
+fn unbound_bind_bytes(cfg: &Config) -> usize {
+    (cfg.cache_bytes / 12).max(4 * LATE_BINDING_MIN_BYTES)
+}
+
 /// Most recently used dirty nodes a checkpoint leaves to its locked step.
 const CHECKPOINT_HOT_NODES: usize = 4;
 
@@ -608,12 +621,16 @@ impl Tree {
             self.wait_for_write_back()?;
         }
         if owed.streamed {
-            let unbound_count = self.unbound_pending();
+            let (count, bytes) = self.unbound_load();
             // Unbound inserts are bound in rounds of bounded size: their
             // bookkeeping, the binding pass and its records cost memory in
-            // proportion (about 200 bytes each).
-            if unbound_count >= UNBOUND_BIND_AT * 2
-                || (unbound_count >= UNBOUND_BIND_AT && !self.shared.wake.want_bind())
+            // proportion (about 200 bytes each), and their values sit in
+            // dirty leaves that only binding should write (see
+            // `unbound_bind_bytes`).
+            let at = unbound_bind_bytes(&self.shared.cfg);
+            if count >= UNBOUND_BIND_AT * 2
+                || bytes >= at * 2
+                || ((count >= UNBOUND_BIND_AT || bytes >= at) && !self.shared.wake.want_bind())
             {
                 self.bind_now()?;
             }
@@ -706,11 +723,11 @@ impl Tree {
         self.admit(&size, payload.len() as u64)?;
         // Everything the apply step needs of the ops besides the ops
         // themselves, taken now: an owned batch gives its values away.
-        let mut unbound: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut unbound: Vec<(u32, Vec<u8>, u32)> = Vec::new();
         if late_binding {
             for (i, op) in ops.iter().enumerate() {
-                if let Op::Insert { key, .. } = op {
-                    unbound.push((i as u32, key.clone()));
+                if let Op::Insert { key, value } = op {
+                    unbound.push((i as u32, key.clone(), value.len() as u32));
                 }
             }
         }
@@ -750,8 +767,13 @@ impl Tree {
                         "log region full after the room check".into(),
                     ));
                 }
-                for (op, key) in std::mem::take(&mut unbound) {
-                    st.unbound.push(bind::Unbound { lsn, op, key });
+                for (op, key, value_bytes) in std::mem::take(&mut unbound) {
+                    st.unbound.push(bind::Unbound {
+                        lsn,
+                        op,
+                        key,
+                        value_bytes,
+                    });
                 }
                 st.evict(env)
             })();
@@ -1057,6 +1079,13 @@ impl Tree {
     /// binding; the next sync binds them).
     pub fn unbound_pending(&self) -> usize {
         self.shared.state.read().unbound.len()
+    }
+
+    /// Unbound inserts pending and the bytes of their values.
+    fn unbound_load(&self) -> (usize, usize) {
+        let st = self.shared.state.read();
+        let bytes = st.unbound.iter().map(|u| u.value_bytes as usize).sum();
+        (st.unbound.len(), bytes)
     }
 
     /// Sets the size from which a batch's inserts are logged unbound
