@@ -18,7 +18,7 @@ use super::state::{Env, State};
 use super::write::child_bounds;
 use crate::buffer::MsgBuffer;
 use crate::error::{Error, Result};
-use crate::msg::PointOp;
+use crate::msg::{PointMsg, PointOp};
 use crate::node::Part;
 use crate::table::BlockNum;
 use crate::wal::record::{Binding, Target};
@@ -60,10 +60,16 @@ fn in_leaf(present: bool, b: BlockNum) -> Located {
 /// nothing (look further down).
 fn in_buffer(buf: &MsgBuffer, b: BlockNum, rel: &[u8]) -> Option<Located> {
     let (covered, msgs) = buf.lookup(rel);
-    match msgs.first().map(|m| &m.op) {
+    said_by(msgs.first(), b).or((covered && msgs.is_empty()).then_some(Located::Obsolete))
+}
+
+/// What a key's first (oldest) message in the buffer of node `b` says:
+/// an insert holds the newest whole value, a delete removed it; a partial
+/// one (patch, truncate) says nothing.
+fn said_by(first: Option<&PointMsg>, b: BlockNum) -> Option<Located> {
+    match first.map(|m| &m.op) {
         Some(PointOp::Insert(_)) => Some(Located::Node(b)),
         Some(PointOp::Delete) => Some(Located::Obsolete),
-        _ if covered && msgs.is_empty() => Some(Located::Obsolete),
         _ => None,
     }
 }
@@ -134,11 +140,7 @@ impl Window {
         for (k, msgs) in buf.points_in(from, None).take(WINDOW_KEYS) {
             w.bytes.extend_from_slice(k);
             w.ends.push(w.bytes.len());
-            w.answers.push(match msgs.first().map(|m| &m.op) {
-                Some(PointOp::Insert(_)) => Some(Located::Node(b)),
-                Some(PointOp::Delete) => Some(Located::Obsolete),
-                _ => None,
-            });
+            w.answers.push(said_by(msgs.first(), b));
         }
         w.to_end = w.ends.len() < WINDOW_KEYS;
         w
@@ -568,7 +570,6 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::PointMsg;
     use proptest::prelude::*;
 
     proptest! {

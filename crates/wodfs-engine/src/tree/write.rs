@@ -72,6 +72,18 @@ pub(crate) fn child_bounds(node: &Node, nb: &Bounds, i: usize) -> Bounds {
     Bounds { lo, hi }
 }
 
+/// Whether the range deletes in `node`'s buffer for child `i` cover the
+/// child's whole range: a flush then drops the child unread (leaf
+/// pruning), and the flush read-ahead leaves it alone.
+fn buffer_covers_child(node: &Node, bounds: &Bounds, i: usize) -> bool {
+    let buf = node.buffer(i);
+    if !buf.has_ranges() {
+        return false;
+    }
+    let (lo, hi) = relative(&child_bounds(node, bounds, i), &node.prefix);
+    buf.ranges.covers(&lo, hi.as_deref())
+}
+
 /// Bounds `b` relative to frame `prefix`.
 fn relative(b: &Bounds, prefix: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     (
@@ -285,13 +297,8 @@ impl State {
             bytes[j] = 0;
             // A child its buffer's range deletes cover is pruned unread
             // (`flush_child`): reading it ahead would undo leaf pruning.
-            let buf = node.buffer(j);
-            if buf.has_ranges() {
-                let cb = child_bounds(node, bounds, j);
-                let (lo, hi) = relative(&cb, &node.prefix);
-                if buf.ranges.covers(&lo, hi.as_deref()) {
-                    continue;
-                }
+            if buffer_covers_child(node, bounds, j) {
+                continue;
             }
             let c = node.children[j].child;
             // A dirty node is always whole.
@@ -417,6 +424,7 @@ impl State {
         i: usize,
     ) -> Result<()> {
         env.stats.add_flush();
+        let pruned = buffer_covers_child(node, bounds, i);
         let mut buf = std::mem::take(node.buffer_mut(i));
         let cb = child_bounds(node, bounds, i);
         let cprefix = cb.frame();
@@ -424,8 +432,7 @@ impl State {
         if lift_len > 0 {
             buf.strip_key_prefix(lift_len);
         }
-        let (rlo, rhi) = relative(&cb, &cprefix);
-        if buf.ranges.covers(&rlo, rhi.as_deref()) {
+        if pruned {
             // Leaf pruning: everything below is older than this delete.
             env.stats.add_prune();
             let old = node.children[i].child;
