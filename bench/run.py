@@ -29,7 +29,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from harness import filesystems, report, system  # noqa: E402
+from harness import filesystems, repeats, report, system  # noqa: E402
 from harness.cgroup import MemoryCgroup  # noqa: E402
 from harness.inputs import Inputs  # noqa: E402
 from harness.measure import Context  # noqa: E402
@@ -56,6 +56,12 @@ def parse_args(argv):
         "--cache-dir", default="/var/tmp/wodfs-bench-cache", help="decompressed source tarball, kept between runs"
     )
     parser.add_argument("--out", default=str(BENCH / "out"), help="where reports go")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each workload N times, rotating the file systems' order; report each step's median run",
+    )
     parser.add_argument("--image-gib", type=int, help="size of each sparse image (default 32, quick 3)")
     parser.add_argument(
         "--timeout-s", type=int, help="limit per workload and FS (default 3 h, quick 120 s); the FS is then killed"
@@ -81,6 +87,8 @@ def parse_args(argv):
         args.timeout_s = 120 if args.quick else 3 * 3600
     if args.image_gib is None:
         args.image_gib = 3 if args.quick else 32
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     return args
 
 
@@ -144,6 +152,7 @@ def main(argv):
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
             "image_bytes": args.image_gib * GIB,
             "mem_limit_mib": args.mem_limit_mib,
+            "repeat": args.repeat,
             "filesystems": [],
             "wodfs_binary": filesystems.find_wodfs(),
             "workloads": args.workload,
@@ -203,7 +212,10 @@ def main(argv):
         for module in selected:
             params = module.params(args.quick)
             log(f"== {module.NAME} {params}")
-            for fs in fs_list:
+            rounds = [(turn, fs) for turn in range(args.repeat) for fs in repeats.rotated(fs_list, turn)]
+            for turn, fs in rounds:
+                if args.repeat > 1:
+                    log(f"  round {turn + 1} of {args.repeat}: {fs.name}")
                 ctx = Context(fs, module.NAME, params, tools, inputs, args.quick, log)
                 ctx.workdir = workdir
                 began = time.monotonic()
@@ -229,7 +241,10 @@ def main(argv):
                     run["results"].extend(ctx.results)
                     for step, series in ctx.series.items():
                         run["series"].setdefault(fs.name, {})[f"{module.NAME}/{step}"] = series
-                    meta["workload_seconds"][f"{fs.name} {module.NAME}"] = time.monotonic() - began
+                    seconds_key = f"{fs.name} {module.NAME}"
+                    meta["workload_seconds"][seconds_key] = (
+                        meta["workload_seconds"].get(seconds_key, 0) + time.monotonic() - began
+                    )
                     try:
                         fs.unmount()
                         fs.release_space()
@@ -249,6 +264,9 @@ def main(argv):
             cgroup.leave()
         inputs.cleanup()
         meta["total_seconds"] = time.monotonic() - t_start
+        if args.repeat > 1:
+            run["repeated_results"] = run["results"]
+            run["results"] = repeats.collapse(run["results"])
         json_path, md_path, pngs = report.write_all(run, args.out)
         log(f"wrote {json_path}, {md_path}" + "".join(f", {p}" for p in pngs))
         log(f"total {meta['total_seconds']:.0f} s; {len(meta['errors'])} failure(s)")

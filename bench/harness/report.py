@@ -130,6 +130,21 @@ def markdown(run):
             cells.append(f"{daemon}{r['machine_cpu_s']:.2f}")
         lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
 
+    repeated = [r for r in results if r.get("repeats")]
+    if repeated:
+        lines += [
+            "",
+            f"## Every repetition ({run['meta'].get('repeat')} per step; the tables above show each step's median run)",
+            "",
+            "| workload | step | fs | values | max / min |",
+            "|---|---|---|---|---|",
+        ]
+        for r in repeated:
+            values = [v for v in r["repeats"] if v]
+            spread = f"{max(values) / min(values):.2f}" if values else "–"
+            cells = ", ".join(_fmt(v) if v is not None else "–" for v in r["repeats"])
+            lines.append(f"| {r['workload']} | {r['step']} | {r['fs']} | {cells} | {spread} |")
+
     lines += ["", "Wall time per workload (s): " + "; ".join(
         f"{key} {seconds:.0f}" for key, seconds in run["meta"]["workload_seconds"].items()
     )]

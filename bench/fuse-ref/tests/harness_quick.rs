@@ -54,3 +54,55 @@ fn harness_quick_mode_runs_every_workload() {
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(status.success(), "bench/run.py --quick failed: {status}");
 }
+
+#[test]
+fn harness_repeat_keeps_each_steps_median_run() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let bin_dir = Path::new(FUSE_REF).parent().unwrap();
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-repeat-{}", std::process::id()));
+    let out = scratch.join("out");
+    let status = Command::new("python3")
+        .arg(bench.join("run.py"))
+        .args([
+            "--quick",
+            "--repeat",
+            "3",
+            "--fs",
+            "ext4,nullfs",
+            "--workload",
+            "unlink",
+        ])
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .arg("--workdir")
+        .arg(scratch.join("work"))
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "bench/run.py --repeat 3 failed: {status}");
+    // Every step of both file systems ran three times, and the record kept
+    // is the median of the three (checked in Python: the report is JSON).
+    let check = r#"
+import json, pathlib, sys
+run = json.loads(next(pathlib.Path(sys.argv[1]).glob("*.json")).read_text())
+assert run["meta"]["repeat"] == 3
+assert len(run["repeated_results"]) == 3 * len(run["results"]), "three runs of every step"
+assert {r["fs"] for r in run["results"]} == {"ext4", "nullfs"}
+for r in run["results"]:
+    values = sorted(r["repeats"])
+    assert len(values) == 3 and r["value"] == values[1], r
+"#;
+    let checked = Command::new("python3")
+        .arg("-c")
+        .arg(check)
+        .arg(&out)
+        .status()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(checked.success(), "the repeated report is wrong");
+}
