@@ -25,24 +25,16 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-#[test]
-fn harness_quick_mode_runs_every_workload() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+/// Runs `bench/run.py ARGS` with this build's binaries, its work and
+/// output directories under `scratch` (not /tmp: loop images need a file
+/// system that supports O_DIRECT); whether it succeeded.
+fn run_harness(args: &[&str], scratch: &Path) -> bool {
     let bin_dir = Path::new(FUSE_REF).parent().unwrap();
     assert_eq!(Path::new(FSBENCH).parent().unwrap(), bin_dir);
     let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    // Not /tmp: loop images need a file system that supports O_DIRECT.
-    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-harness-{}", std::process::id()));
-    let file_systems = std::env::var("BENCH_QUICK_FS")
-        .unwrap_or_else(|_| "ext4,btrfs,xfs,nullfs,passthrough".to_string());
     let status = Command::new("python3")
         .arg(bench.join("run.py"))
-        .arg("--quick")
-        .arg("--fs")
-        .arg(&file_systems)
+        .args(args)
         .arg("--bin-dir")
         .arg(bin_dir)
         .arg("--workdir")
@@ -51,8 +43,22 @@ fn harness_quick_mode_runs_every_workload() {
         .arg(scratch.join("out"))
         .status()
         .unwrap();
+    eprintln!("bench/run.py {}: {status}", args.join(" "));
+    status.success()
+}
+
+#[test]
+fn harness_quick_mode_runs_every_workload() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-harness-{}", std::process::id()));
+    let file_systems = std::env::var("BENCH_QUICK_FS")
+        .unwrap_or_else(|_| "ext4,btrfs,xfs,nullfs,passthrough".to_string());
+    let ok = run_harness(&["--quick", "--fs", &file_systems], &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
-    assert!(status.success(), "bench/run.py --quick failed: {status}");
+    assert!(ok, "bench/run.py --quick failed");
 }
 
 #[test]
@@ -61,13 +67,9 @@ fn harness_repeat_keeps_each_steps_median_run() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let bin_dir = Path::new(FUSE_REF).parent().unwrap();
-    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-repeat-{}", std::process::id()));
-    let out = scratch.join("out");
-    let status = Command::new("python3")
-        .arg(bench.join("run.py"))
-        .args([
+    let ok = run_harness(
+        &[
             "--quick",
             "--repeat",
             "3",
@@ -75,16 +77,10 @@ fn harness_repeat_keeps_each_steps_median_run() {
             "ext4,nullfs",
             "--workload",
             "unlink",
-        ])
-        .arg("--bin-dir")
-        .arg(bin_dir)
-        .arg("--workdir")
-        .arg(scratch.join("work"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success(), "bench/run.py --repeat 3 failed: {status}");
+        ],
+        &scratch,
+    );
+    assert!(ok, "bench/run.py --repeat 3 failed");
     // Every step of both file systems ran three times, and the record kept
     // is the median of the three (checked in Python: the report is JSON).
     let check = r#"
@@ -100,7 +96,7 @@ for r in run["results"]:
     let checked = Command::new("python3")
         .arg("-c")
         .arg(check)
-        .arg(&out)
+        .arg(scratch.join("out"))
         .status()
         .unwrap();
     let _ = std::fs::remove_dir_all(&scratch);
