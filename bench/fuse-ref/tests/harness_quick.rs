@@ -47,13 +47,24 @@ fn run_harness(args: &[&str], scratch: &Path) -> bool {
     status.success()
 }
 
-#[test]
-fn harness_quick_mode_runs_every_workload() {
+/// A scratch directory `/var/tmp/fuse-ref-NAME-PID` for a harness run, or
+/// `None` (and why, on stderr) where the harness cannot run.
+fn scratch_or_skip(name: &str) -> Option<PathBuf> {
     if let Some(reason) = skip_reason() {
         eprintln!("skipped: {reason}");
-        return;
+        return None;
     }
-    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-harness-{}", std::process::id()));
+    Some(PathBuf::from(format!(
+        "/var/tmp/fuse-ref-{name}-{}",
+        std::process::id()
+    )))
+}
+
+#[test]
+fn harness_quick_mode_runs_every_workload() {
+    let Some(scratch) = scratch_or_skip("harness") else {
+        return;
+    };
     let file_systems = std::env::var("BENCH_QUICK_FS")
         .unwrap_or_else(|_| "ext4,btrfs,xfs,nullfs,passthrough".to_string());
     let ok = run_harness(&["--quick", "--fs", &file_systems], &scratch);
@@ -63,11 +74,9 @@ fn harness_quick_mode_runs_every_workload() {
 
 #[test]
 fn harness_repeat_keeps_each_steps_median_run() {
-    if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
+    let Some(scratch) = scratch_or_skip("repeat") else {
         return;
-    }
-    let scratch = PathBuf::from(format!("/var/tmp/fuse-ref-repeat-{}", std::process::id()));
+    };
     let ok = run_harness(
         &[
             "--quick",
