@@ -33,6 +33,53 @@ pub(crate) struct Unbound {
     pub value_bytes: u32,
 }
 
+/// The unbound inserts in log order, with the sum of their values' bytes
+/// kept as they come and go: the writer checks it on every streamed
+/// batch, and summing thousands of entries there each time was work on
+/// the write path, under the lock.
+#[derive(Debug, Default)]
+pub(crate) struct UnboundList {
+    items: Vec<Unbound>,
+    value_bytes: usize,
+}
+
+impl UnboundList {
+    pub fn push(&mut self, u: Unbound) {
+        self.value_bytes += u.value_bytes as usize;
+        self.items.push(u);
+    }
+
+    /// Takes every entry out, leaving the list empty.
+    pub fn take_all(&mut self) -> Vec<Unbound> {
+        self.value_bytes = 0;
+        std::mem::take(&mut self.items)
+    }
+
+    /// Keeps only the entries `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(&Unbound) -> bool) {
+        self.items.retain(keep);
+        self.value_bytes = self.summed();
+    }
+
+    /// Bytes of all the entries' values.
+    pub fn value_bytes(&self) -> usize {
+        debug_assert_eq!(self.value_bytes, self.summed());
+        self.value_bytes
+    }
+
+    fn summed(&self) -> usize {
+        self.items.iter().map(|u| u.value_bytes as usize).sum()
+    }
+}
+
+impl std::ops::Deref for UnboundList {
+    type Target = [Unbound];
+
+    fn deref(&self) -> &[Unbound] {
+        &self.items
+    }
+}
+
 /// Where the newest whole value of a key is. An answer stays good while
 /// the node's contents are unchanged (same cache entry `version`): the
 /// message or entry holding the value leaves a node only by a change to it
@@ -444,7 +491,7 @@ impl State {
         };
         // Each insert is checked against its prepared answer once: that
         // check both picks the inserts to bind and locates them.
-        let all = std::mem::take(&mut self.unbound);
+        let all = self.unbound.take_all();
         let mut pending = Vec::with_capacity(all.len());
         for u in all {
             let at = good(self, &u);

@@ -191,7 +191,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         writing: Default::default(),
         log_checkpoint_lsn: 0,
         log_chain: 0,
-        unbound: Vec::new(),
+        unbound: Default::default(),
         writeback: Default::default(),
     };
     state.put_dirty(root, Node::empty_leaf(Vec::new()));
@@ -314,7 +314,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         writing: Default::default(),
         log_checkpoint_lsn: sb.log_checkpoint_lsn,
         log_chain: sb.log_chain,
-        unbound: Vec::new(),
+        unbound: Default::default(),
         writeback: Default::default(),
     };
     Ok((state, cfg))

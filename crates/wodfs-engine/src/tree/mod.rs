@@ -1084,8 +1084,7 @@ impl Tree {
     /// Unbound inserts pending and the bytes of their values.
     fn unbound_load(&self) -> (usize, usize) {
         let st = self.shared.state.read();
-        let bytes = st.unbound.iter().map(|u| u.value_bytes as usize).sum();
-        (st.unbound.len(), bytes)
+        (st.unbound.len(), st.unbound.value_bytes())
     }
 
     /// Sets the size from which a batch's inserts are logged unbound

@@ -43,7 +43,7 @@ pub(crate) struct State {
     pub log_checkpoint_lsn: u64,
     pub log_chain: u32,
     /// Unbound inserts logged but not yet bound (late-binding journal).
-    pub unbound: Vec<super::bind::Unbound>,
+    pub unbound: super::bind::UnboundList,
     /// Dirty nodes handed to the write-back thread.
     pub writeback: super::writeback::Queued,
 }
