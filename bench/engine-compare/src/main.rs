@@ -8,6 +8,8 @@ mod data;
 mod engine;
 mod fjall_engine;
 mod harness;
+#[cfg(feature = "heap-count")]
+mod heap_count;
 mod redb_engine;
 mod report;
 mod scratch;
@@ -33,7 +35,11 @@ fn main() -> ExitCode {
             print!("{}", cli::USAGE);
             return ExitCode::SUCCESS;
         }
-        Invocation::Child(request) => child::main(&request).map(|()| true),
+        Invocation::Child(request) => {
+            #[cfg(feature = "heap-count")]
+            heap_count::start_reporting();
+            child::main(&request).map(|()| true)
+        }
         Invocation::Run(options) => harness::main(&options),
     };
     match outcome {

@@ -82,7 +82,26 @@ impl Engine for WodfsEngine {
                 value: value.to_vec(),
             })
             .collect();
-        Ok(self.tree.write_owned(ops)?)
+        self.tree.write_owned(ops)?;
+        // With `--features heap-count`: after each batch, the cache's own
+        // accounting beside the process's heap peak and the tree's counters
+        // (what a peak far above the cache coincides with).
+        #[cfg(feature = "heap-count")]
+        if std::env::var_os("WODFS_TRACE_CACHE").is_some() {
+            let st = self.tree.stats();
+            eprintln!(
+                "cache-used {} MiB peak {} MiB h {} ckpt {} flushes {} lsplit {} isplit {} merges {}",
+                self.tree.cache_bytes_used() >> 20,
+                crate::heap_count::peak() >> 20,
+                self.tree.height(),
+                st.checkpoints,
+                st.flushes,
+                st.leaf_splits,
+                st.internal_splits,
+                st.merges
+            );
+        }
+        Ok(())
     }
 
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
