@@ -312,6 +312,20 @@ impl FrozenPoints {
         (i < self.len() && self.key(i) == key).then_some(i)
     }
 
+    /// [`FrozenPoints::lower_bound`] for a key known to lie at or after
+    /// entry `from` (keys asked in ascending order): a galloping search
+    /// from there, as [`FrozenBasement::lower_bound_from`].
+    pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
+        let n = self.len();
+        let (mut lo, mut step) = (from.min(n), 1);
+        while lo + step <= n && key_cmp(self.key(lo + step - 1), key).is_lt() {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        lo + lower_bound(&self.raw, &self.index[lo..hi], key)
+    }
+
     /// Heap bytes held.
     pub fn mem_bytes(&self) -> usize {
         self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64

@@ -495,15 +495,24 @@ impl State {
             self.read_ahead_flushes(env, &node, bounds, Some(&incoming));
         }
         // Keys come in order, so each is usually in the previous key's
-        // child.
+        // child, and each child's keys form one run, put at once.
         let mut j = 0;
+        let mut run_of = 0;
+        let mut run = Vec::new();
         for (n, (k, list)) in buf.take_points().enumerate() {
             j = match routes.get(n) {
                 Some(&r) => r as usize,
                 None => node.part_index_near(&k, j),
             };
             debug_assert_eq!(j, node.part_index(&k), "a key routed ahead");
-            node.buffer_mut(j).put_points(k, list);
+            if j != run_of && !run.is_empty() {
+                node.buffer_mut(run_of).put_sorted(std::mem::take(&mut run));
+            }
+            run_of = j;
+            run.push((k, list));
+        }
+        if !run.is_empty() {
+            node.buffer_mut(run_of).put_sorted(run);
         }
         self.flush_while_over(env, &mut node, bounds)?;
         self.finish_internal(env, b, node, bounds)
