@@ -1022,8 +1022,10 @@ mod tests {
             let mut one_by_one = match round % 3 {
                 0 => start.frozen_copy(),
                 1 => {
-                    let mut b = MsgBuffer::default();
-                    b.ranges = start.ranges.clone();
+                    let mut b = MsgBuffer {
+                        ranges: start.ranges.clone(),
+                        ..Default::default()
+                    };
                     b.recount();
                     b
                 }
