@@ -196,11 +196,10 @@ fn run(background: bool) {
         }
     }
     phases.push(("random inserts", PEAK.load(Relaxed) - base));
-    // The same again in batches of 8,000 (the most a 4 MiB log takes; the
-    // benchmark commits 10,000): one
-    // batch cascades into dozens of flushes, each putting a dirty child
-    // back in the cache, which must evict as it goes and not only once the
-    // batch is done.
+    // The same again in batches of 8,000 (about the most a 4 MiB log
+    // takes; engine-compare commits 10,000): one batch cascades into
+    // dozens of flushes, each putting a dirty child back in the cache,
+    // which must evict as it goes and not only once the batch is done.
     for _ in 0..50 {
         let ops: Vec<Op> = (0..8_000)
             .map(|_| {
