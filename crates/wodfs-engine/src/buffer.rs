@@ -926,6 +926,38 @@ mod tests {
         }
     }
 
+    /// A message of any kind at the next MSN, small enough that patches
+    /// overlap and truncates cut them.
+    fn random_msg(msn: &mut Msn, next: &mut dyn FnMut(u64) -> u64) -> PointMsg {
+        *msn += 1;
+        let op = match next(4) {
+            0 => PointOp::Insert(vec![*msn as u8; next(9) as usize]),
+            1 => PointOp::Delete,
+            2 => PointOp::Truncate {
+                len: next(6) as u32,
+            },
+            _ => PointOp::Patch {
+                offset: next(8) as u32,
+                data: vec![*msn as u8 | 0x80; 1 + next(4) as usize],
+            },
+        };
+        pm(*msn, op)
+    }
+
+    /// An open buffer of up to 30 random messages on 20 keys, under a
+    /// range delete one time in three.
+    fn random_buffer(msn: &mut Msn, next: &mut dyn FnMut(u64) -> u64) -> MsgBuffer {
+        let mut b = MsgBuffer::default();
+        if next(3) == 0 {
+            b.put_range_delete(b"k05".to_vec(), b"k12".to_vec(), 0);
+        }
+        for _ in 0..next(30) {
+            let key = format!("k{:02}", next(20)).into_bytes();
+            b.put_point(key, random_msg(msn, next));
+        }
+        b
+    }
+
     /// Messages put into a frozen buffer (its delta) and into the same
     /// buffer opened give equal buffers: the same messages per key (a
     /// base entry shadowed by a blind insert, patched on top of its base
@@ -935,34 +967,12 @@ mod tests {
         let mut next = below(11);
         for round in 0..300 {
             let mut msn = 0;
-            let mut op = |next: &mut dyn FnMut(u64) -> u64| {
-                msn += 1;
-                let op = match next(4) {
-                    0 => PointOp::Insert(vec![msn as u8; next(9) as usize]),
-                    1 => PointOp::Delete,
-                    2 => PointOp::Truncate {
-                        len: next(6) as u32,
-                    },
-                    _ => PointOp::Patch {
-                        offset: next(8) as u32,
-                        data: vec![msn as u8 | 0x80; 1 + next(4) as usize],
-                    },
-                };
-                pm(msn, op)
-            };
-            let mut open = MsgBuffer::default();
-            if next(3) == 0 {
-                open.put_range_delete(b"k05".to_vec(), b"k12".to_vec(), 0);
-            }
-            for _ in 0..next(30) {
-                let key = format!("k{:02}", next(20)).into_bytes();
-                open.put_point(key, op(&mut next));
-            }
+            let mut open = random_buffer(&mut msn, &mut next);
             let mut frozen = open.frozen_copy();
             assert!(matches!(frozen.points, Points::Frozen(_)) || open.key_count() == 0);
             for _ in 0..next(30) {
                 let key = format!("k{:02}", next(25)).into_bytes();
-                let m = op(&mut next);
+                let m = random_msg(&mut msn, &mut next);
                 open.put_point(key.clone(), m.clone());
                 frozen.put_point(key, m);
                 assert_eq!(frozen.bytes(), open.bytes(), "round {round}");
@@ -996,29 +1006,7 @@ mod tests {
         let mut next = below(13);
         for round in 0..600 {
             let mut msn = 0;
-            let mut op = |next: &mut dyn FnMut(u64) -> u64| {
-                msn += 1;
-                let op = match next(4) {
-                    0 => PointOp::Insert(vec![msn as u8; next(9) as usize]),
-                    1 => PointOp::Delete,
-                    2 => PointOp::Truncate {
-                        len: next(6) as u32,
-                    },
-                    _ => PointOp::Patch {
-                        offset: next(8) as u32,
-                        data: vec![msn as u8 | 0x80; 1 + next(4) as usize],
-                    },
-                };
-                pm(msn, op)
-            };
-            let mut start = MsgBuffer::default();
-            if next(3) == 0 {
-                start.put_range_delete(b"k05".to_vec(), b"k12".to_vec(), 0);
-            }
-            for _ in 0..next(30) {
-                let key = format!("k{:02}", next(20)).into_bytes();
-                start.put_point(key, op(&mut next));
-            }
+            let start = random_buffer(&mut msn, &mut next);
             let mut one_by_one = match round % 3 {
                 0 => start.frozen_copy(),
                 1 => {
@@ -1037,7 +1025,9 @@ mod tests {
                 if next(2) == 0 {
                     continue;
                 }
-                let list: MsgList = (0..1 + next(3)).map(|_| op(&mut next)).collect();
+                let list: MsgList = (0..1 + next(3))
+                    .map(|_| random_msg(&mut msn, &mut next))
+                    .collect();
                 run.push((format!("k{k:02}").into_bytes(), list));
             }
             for (key, list) in run.clone() {

@@ -16,39 +16,13 @@
 //! most half the dirty budget, a sixth of the cache) and four node images
 //! (the thread's one, a checkpoint's two, a sync's one).
 
-// A global allocator cannot be written without `unsafe`; this wrapper only
-// forwards to the system allocator and counts, and lives in a test.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
 use std::time::Duration;
 use wodfs_device::FileDevice;
 
 use wodfs_engine::{BackgroundConfig, Config, Op, Tree};
 
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(now, Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Relaxed);
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: count_alloc::Counting = count_alloc::Counting;
 
 #[test]
 fn cache_budget_holds_for_data_five_times_larger() {
@@ -90,11 +64,10 @@ fn recovery() {
     tree.sync().unwrap();
     let (log_used, _) = tree.log_usage();
     drop(tree);
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
+    let base = count_alloc::reset_peak();
     let dev = FileDevice::open(&path).unwrap();
     let tree = Tree::open(Box::new(dev), cfg.cache_bytes).unwrap();
-    let peak = PEAK.load(Relaxed) - base;
+    let peak = count_alloc::peak() - base;
     assert_eq!(tree.stats().replayed_records, written / 500);
     let k = (written - 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     assert_eq!(tree.get(&k.to_be_bytes()).unwrap(), Some(value.to_vec()));
@@ -141,8 +114,7 @@ fn run(background: bool) {
             write_back_thread: true,
         })
     });
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
+    let base = count_alloc::reset_peak();
     // The log buffer and its copy while it is flushed: a writer flushes it
     // at 4 MiB, or at 8 MiB when the background thread is asked to first;
     // a log 3/4 full is checkpointed before that.
@@ -195,7 +167,7 @@ fn run(background: bool) {
             tree.checkpoint().unwrap();
         }
     }
-    phases.push(("random inserts", PEAK.load(Relaxed) - base));
+    phases.push(("random inserts", count_alloc::peak() - base));
     // The same again in batches of 8,000 (about the most a 4 MiB log
     // takes; engine-compare commits 10,000): one batch cascades into
     // dozens of flushes, each putting a dirty child back in the cache,
@@ -217,7 +189,7 @@ fn run(background: bool) {
             .collect();
         tree.write_owned(ops).unwrap();
     }
-    let batches_peak = PEAK.load(Relaxed) - base;
+    let batches_peak = count_alloc::peak() - base;
     phases.push(("random batches", batches_peak));
     // Sequential batches big enough to be logged unbound: syncs bind them.
     for batch in 0..170u64 {
@@ -230,7 +202,7 @@ fn run(background: bool) {
         tree.write_owned(ops).unwrap();
     }
     tree.sync().unwrap();
-    phases.push(("sequential batches", PEAK.load(Relaxed) - base));
+    phases.push(("sequential batches", count_alloc::peak() - base));
     for _ in 0..20_000 {
         let k = rand();
         let key: Vec<u8> = k
@@ -241,16 +213,16 @@ fn run(background: bool) {
             .collect();
         tree.get(&key).unwrap();
     }
-    phases.push(("point reads", PEAK.load(Relaxed) - base));
+    phases.push(("point reads", count_alloc::peak() - base));
     let mut count = 0u64;
     for item in tree.range(&[], None) {
         item.unwrap();
         count += 1;
     }
     assert!(count > n * 99 / 100 + 2_000_000, "{count}");
-    phases.push(("full scan", PEAK.load(Relaxed) - base));
+    phases.push(("full scan", count_alloc::peak() - base));
     tree.checkpoint().unwrap();
-    phases.push(("checkpoint", PEAK.load(Relaxed) - base));
+    phases.push(("checkpoint", count_alloc::peak() - base));
     eprintln!(
         "background {background}: peak heap above baseline by phase: {phases:?}; bound {bound} ({batches_bound} for the random batches)"
     );

@@ -34,6 +34,21 @@ fn lower_bound(raw: &[u8], index: &[Span], key: &[u8]) -> usize {
     index.partition_point(|s| key_cmp(&raw[s.key_start as usize..s.key_end as usize], key).is_lt())
 }
 
+/// [`lower_bound`] for a key known to lie at or after entry `from`: a
+/// galloping search from there, a few comparisons when keys are asked in
+/// ascending order close to each other.
+fn lower_bound_from(raw: &[u8], index: &[Span], key: &[u8], from: usize) -> usize {
+    let n = index.len();
+    let key_at = |i: usize| &raw[index[i].key_start as usize..index[i].key_end as usize];
+    let (mut lo, mut step) = (from.min(n), 1);
+    while lo + step <= n && key_cmp(key_at(lo + step - 1), key).is_lt() {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(n);
+    lo + lower_bound(raw, &index[lo..hi], key)
+}
+
 /// A frozen leaf basement: sorted key/value pairs.
 #[derive(Clone, Debug)]
 pub(crate) struct FrozenBasement {
@@ -158,17 +173,9 @@ impl FrozenBasement {
     }
 
     /// [`FrozenBasement::lower_bound`] for a key known to lie at or after
-    /// entry `from`: a galloping search from there, a few comparisons
-    /// when keys are asked in ascending order close to each other.
+    /// entry `from` (a galloping search from there).
     pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
-        let n = self.len();
-        let (mut lo, mut step) = (from.min(n), 1);
-        while lo + step <= n && key_cmp(self.key(lo + step - 1), key).is_lt() {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(n);
-        lo + lower_bound(&self.raw, &self.index[lo..hi], key)
+        lower_bound_from(&self.raw, &self.index, key, from)
     }
 
     /// Heap bytes held.
@@ -313,17 +320,9 @@ impl FrozenPoints {
     }
 
     /// [`FrozenPoints::lower_bound`] for a key known to lie at or after
-    /// entry `from` (keys asked in ascending order): a galloping search
-    /// from there, as [`FrozenBasement::lower_bound_from`].
+    /// entry `from` (a galloping search from there).
     pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
-        let n = self.len();
-        let (mut lo, mut step) = (from.min(n), 1);
-        while lo + step <= n && key_cmp(self.key(lo + step - 1), key).is_lt() {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(n);
-        lo + lower_bound(&self.raw, &self.index[lo..hi], key)
+        lower_bound_from(&self.raw, &self.index, key, from)
     }
 
     /// Heap bytes held.
