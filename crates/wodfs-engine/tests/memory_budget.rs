@@ -13,7 +13,7 @@
 //! inserts waiting for a round of binding (~200 bytes each).
 //! With the background threads running, add what write-back outside the
 //! lock may hold beyond that: nodes queued for the write-back thread (at
-//! most half the dirty budget, a sixth of the cache) and four node images
+//! most the dirty budget, a third of the cache) and four node images
 //! (the thread's one, a checkpoint's two, a sync's one).
 
 use std::time::Duration;
@@ -136,7 +136,7 @@ fn run(background: bool) {
         + 4 * largest_batch
         + binding;
     if background {
-        bound += cfg.cache_bytes / 6 + 4 * cfg.node_bytes;
+        bound += cfg.cache_bytes / 3 + 4 * cfg.node_bytes;
     }
     // Random batches bind nothing and are smaller than the sequential
     // ones: the same bound without those allowances. Before the cache
