@@ -34,6 +34,7 @@ class Context:
             "time": time.perf_counter(),
             "io": system.block_stat(device) if device else None,
             "daemon_cpu": system.process_cpu_s(pid) if pid else None,
+            "daemon_hwm": system.process_peak_rss_bytes(pid) if pid else None,
             "daemon_pid": pid,
             "machine_cpu": system.machine_cpu_s(),
         }
@@ -98,6 +99,9 @@ class Context:
             "sync_s": sync_s,
             "machine_cpu_s": after["machine_cpu"] - before["machine_cpu"],
             "daemon_cpu_s": None,
+            # The daemon's resident peak since it was started (its mount):
+            # the issue bounds it by the cache budget plus a fixed overhead.
+            "daemon_peak_rss_bytes": after["daemon_hwm"],
             "dev_read_ios": None,
             "dev_read_bytes": None,
             "dev_write_ios": None,

@@ -118,6 +118,19 @@ def process_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def process_peak_rss_bytes(pid):
+    """The most memory a process has had resident since it started
+    (`VmHWM`), in bytes, or None."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def machine_cpu_s():
     """Busy CPU seconds of the whole machine (all but idle and iowait)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]

@@ -101,6 +101,9 @@ assert {r["fs"] for r in run["results"]} == {"ext4", "nullfs"}
 for r in run["results"]:
     values = sorted(r["repeats"])
     assert len(values) == 3 and r["value"] == values[1], r
+    # A FUSE daemon's resident peak is recorded; a kernel file system has none.
+    rss = r["daemon_peak_rss_bytes"]
+    assert (rss is not None and rss > 0) if r["fs"] == "nullfs" else rss is None, r
 "#;
     let checked = Command::new("python3")
         .arg("-c")
