@@ -10,12 +10,6 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOC: count_alloc::Counting = count_alloc::Counting;
 
-/// The live heap's peak so far, in bytes (the wodfs adapter's trace).
-#[cfg_attr(not(feature = "wodfs"), allow(dead_code))]
-pub fn peak() -> usize {
-    count_alloc::peak()
-}
-
 /// Starts the thread that prints the live and peak heap every second.
 pub fn start_reporting() {
     std::thread::spawn(|| loop {

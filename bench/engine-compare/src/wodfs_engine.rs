@@ -92,7 +92,7 @@ impl Engine for WodfsEngine {
             eprintln!(
                 "cache-used {} MiB peak {} MiB h {} ckpt {} flushes {} lsplit {} isplit {} merges {}",
                 self.tree.cache_bytes_used() >> 20,
-                crate::heap_count::peak() >> 20,
+                count_alloc::peak() >> 20,
                 self.tree.height(),
                 st.checkpoints,
                 st.flushes,

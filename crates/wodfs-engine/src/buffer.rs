@@ -418,26 +418,11 @@ impl MsgBuffer {
                 (new, old, list.len(), old_len)
             }
             Entry::Vacant(e) => {
-                // A key the frozen base holds moves to the delta whole (its
-                // messages decoded, unless a total operation is about to
-                // replace them all), shadowing its base entry.
                 let shadowed = layered
                     .take()
                     .and_then(|base| base.find(e.key().bytes()).map(|i| (base, i)));
-                let (mut list, removed, msgs_removed) = match shadowed {
-                    Some((base, i)) => {
-                        let (bytes, msgs) = base.entry_accounting(i);
-                        let list = if msg.op.is_blind_total() {
-                            MsgList::new()
-                        } else {
-                            MsgList::from_vec(base.messages(i))
-                        };
-                        (list, bytes, msgs)
-                    }
-                    None => (MsgList::new(), 0, 0),
-                };
+                let (list, removed, msgs_removed) = new_list(shadowed, msg, covered);
                 let base_known = shadowed.is_some();
-                fold_into(&mut list, msg, covered && !base_known);
                 let new = key_bytes + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
                 let n = list.len();
                 e.insert(list);
@@ -599,22 +584,10 @@ impl MsgBuffer {
                 at = b.lower_bound_from(&key, at);
                 (at < b.len() && b.key(at) == key.as_slice()).then_some((b, at))
             });
-            // As `put_point` does for a key new to the map.
-            let mut out = match hit {
-                Some((b, i)) => {
-                    let (bytes, n) = b.entry_accounting(i);
-                    removed += bytes;
-                    msgs_removed += n;
-                    shadowed += 1;
-                    if first.op.is_blind_total() {
-                        MsgList::new()
-                    } else {
-                        MsgList::from_vec(b.messages(i))
-                    }
-                }
-                None => MsgList::new(),
-            };
-            fold_into(&mut out, first, covered && hit.is_none());
+            let (mut out, gone_bytes, gone_msgs) = new_list(hit, first, covered);
+            removed += gone_bytes;
+            msgs_removed += gone_msgs;
+            shadowed += usize::from(hit.is_some());
             for m in msgs {
                 fold_into(&mut out, m, false);
             }
@@ -677,6 +650,34 @@ impl MsgBuffer {
                 .map(move |(k, s)| (k, self.list_of(s).msgs())),
         )
     }
+}
+
+/// The list of a key new to the map (an open buffer's, or a frozen one's
+/// delta), from its first message: a key the frozen base holds (`base`,
+/// its entry there) moves to the delta whole, its messages decoded unless
+/// a total operation is about to replace them all, and shadows its base
+/// entry, whose accounting bytes and message count are returned to be
+/// taken off. `covered`: a range delete in the buffer wipes the older
+/// value.
+fn new_list(
+    base: Option<(&FrozenPoints, usize)>,
+    msg: PointMsg,
+    covered: bool,
+) -> (MsgList, usize, usize) {
+    let (mut list, bytes, msgs) = match base {
+        Some((b, i)) => {
+            let (bytes, msgs) = b.entry_accounting(i);
+            let list = if msg.op.is_blind_total() {
+                MsgList::new()
+            } else {
+                MsgList::from_vec(b.messages(i))
+            };
+            (list, bytes, msgs)
+        }
+        None => (MsgList::new(), 0, 0),
+    };
+    fold_into(&mut list, msg, covered && base.is_none());
+    (list, bytes, msgs)
 }
 
 /// Appends `msg` to a key's list, folding it into a total operation when
