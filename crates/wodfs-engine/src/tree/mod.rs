@@ -38,6 +38,7 @@ use wodfs_device::Device;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::key_cmp::key_cmp;
 use crate::msg::{PointMsg, PointOp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub(crate) use state::Env;
@@ -940,17 +941,18 @@ impl Tree {
             .collect();
         let keys: Vec<&[u8]> = inserts.iter().map(|(k, _)| *k).collect();
         let mut run = self.shared.stream.lock();
-        let ordered = keys.windows(2).all(|w| w[0] < w[1]);
+        let ordered = keys.windows(2).all(|w| key_cmp(w[0], w[1]).is_lt());
         // Nearly all value bytes in key order: a file's blocks plus its
         // attributes (another key space) qualify, random keys do not.
         let in_order_bytes: usize = inserts
             .iter()
             .enumerate()
-            .filter(|(i, (k, _))| *i == 0 || inserts[i - 1].0 < *k)
+            .filter(|(i, (k, _))| *i == 0 || key_cmp(inserts[i - 1].0, k).is_lt())
             .map(|(_, (_, n))| n)
             .sum();
         let mostly_ordered = in_order_bytes.saturating_mul(16) >= inserted.saturating_mul(15);
-        let continues = ordered && keys.first().is_some_and(|k| run.0.as_slice() < *k) && run.1 > 0;
+        let continues =
+            ordered && keys.first().is_some_and(|k| key_cmp(&run.0, k).is_lt()) && run.1 > 0;
         run.1 = if keys.is_empty() || !ordered {
             0
         } else if continues {
