@@ -71,7 +71,10 @@ impl MapKey {
     }
 }
 
-fn head(bytes: &[u8]) -> u64 {
+/// The first eight bytes of a key, zero-padded, as a big-endian number:
+/// keys with unequal heads are ordered by them (`a < b` implies
+/// `head(a) <= head(b)`).
+pub(crate) fn head(bytes: &[u8]) -> u64 {
     let mut h = [0u8; 8];
     let n = bytes.len().min(8);
     h[..n].copy_from_slice(&bytes[..n]);
