@@ -44,6 +44,12 @@ options:
   --reads N            point reads (default 200000)
   --batch N            records per commit (default 10000)
   --seed N             data seed
+  --rounds N           run every engine N times, engines alternating and their
+                       order rotating each round; the tables and ratios use
+                       each workload's median round, and every round's ops/s
+                       and ratios are listed (default 1). This machine's speed
+                       drifts by 20 % within minutes: one round per engine
+                       can move a ratio that much.
   --work-dir DIR       where the image files go (default /var/tmp; quick: the
                        system temporary directory)
   --out DIR            where the JSON report goes (default bench/out; quick:
@@ -63,6 +69,7 @@ pub struct Options {
     pub reads: u64,
     pub batch_records: u64,
     pub seed: u64,
+    pub rounds: usize,
     pub work_dir: Option<PathBuf>,
     pub out_dir: Option<PathBuf>,
 }
@@ -80,6 +87,7 @@ impl Default for Options {
             reads: DEFAULT_READS,
             batch_records: DEFAULT_BATCH_RECORDS,
             seed: DEFAULT_SEED,
+            rounds: 1,
             work_dir: None,
             out_dir: None,
         }
@@ -122,6 +130,7 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Invocation> {
             "--reads" => options.reads = number(&arg, &value(&arg)?)?,
             "--batch" => options.batch_records = number(&arg, &value(&arg)?)?,
             "--seed" => options.seed = number(&arg, &value(&arg)?)?,
+            "--rounds" => options.rounds = number(&arg, &value(&arg)?)?,
             "--work-dir" => options.work_dir = Some(PathBuf::from(value(&arg)?)),
             "--out" => options.out_dir = Some(PathBuf::from(value(&arg)?)),
             _ => bail!("unknown argument {arg:?}"),
@@ -130,8 +139,8 @@ pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Invocation> {
     if options.engines.is_empty() {
         bail!("--engines names no engine");
     }
-    if options.mem_mib == 0 || options.batch_records == 0 {
-        bail!("--mem-mib and --batch must be positive");
+    if options.mem_mib == 0 || options.batch_records == 0 || options.rounds == 0 {
+        bail!("--mem-mib, --batch and --rounds must be positive");
     }
     if !(options.scale > 0.0 && options.seq_fraction > 0.0) {
         bail!("--scale and --seq-fraction must be positive");

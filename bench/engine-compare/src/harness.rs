@@ -110,9 +110,10 @@ impl Plan {
         }
     }
 
-    fn settings(&self, quick: bool) -> Settings {
+    fn settings(&self, quick: bool, rounds: usize) -> Settings {
         Settings {
             quick,
+            rounds,
             isolated: self.isolated,
             mem_limit_bytes: self.mem_limit_bytes,
             cache_bytes: self.config.cache_bytes,
@@ -165,13 +166,42 @@ pub fn main(options: &Options) -> Result<bool> {
         )?),
         None => None,
     };
-    let mut engines = Vec::new();
-    for &engine in &options.engines {
-        engines.push(run_engine(engine, &plan, cgroup.as_ref(), &interrupts)?);
+    // Round r runs the engines in the given order rotated by r, so none
+    // always runs first (or last) on a machine whose speed drifts.
+    let mut rounds: Vec<Vec<EngineReport>> = Vec::new();
+    for round in 0..options.rounds {
+        let mut reports: Vec<Option<EngineReport>> = options.engines.iter().map(|_| None).collect();
+        for k in 0..options.engines.len() {
+            let i = (k + round) % options.engines.len();
+            if options.rounds > 1 {
+                eprintln!("engine-compare: round {} of {}", round + 1, options.rounds);
+            }
+            let engine = options.engines[i];
+            reports[i] = Some(run_engine(engine, &plan, cgroup.as_ref(), &interrupts)?);
+        }
+        rounds.push(
+            reports
+                .into_iter()
+                .map(|r| r.expect("every engine ran"))
+                .collect(),
+        );
     }
     drop(cgroup);
 
+    let engines = report::median_engines(&rounds);
     let ratios = report::ratios(&engines);
+    // Every round's own reports and ratios, when there are several.
+    let rounds = if rounds.len() > 1 {
+        rounds
+            .into_iter()
+            .map(|engines| report::Round {
+                ratios: report::ratios(&engines),
+                engines,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let run = RunReport {
         tool: "engine-compare",
         started_utc,
@@ -181,9 +211,10 @@ pub fn main(options: &Options) -> Result<bool> {
                 .unwrap_or_default(),
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         },
-        settings: plan.settings(options.quick),
+        settings: plan.settings(options.quick, options.rounds),
         engines,
         ratios,
+        rounds,
         total_seconds: started.elapsed().as_secs_f64(),
     };
     print!("{}", report::markdown(&run));

@@ -25,9 +25,22 @@ pub struct RunReport {
     pub started_utc: String,
     pub host: Host,
     pub settings: Settings,
+    /// With `--rounds` above 1, each workload's median round per engine;
+    /// otherwise the one round.
+    pub engines: Vec<EngineReport>,
+    /// Ratios of the medians.
+    pub ratios: Vec<Ratio>,
+    /// Every round, when there were several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+    pub total_seconds: f64,
+}
+
+/// One round of a run with `--rounds`: every engine once.
+#[derive(Debug, Serialize)]
+pub struct Round {
     pub engines: Vec<EngineReport>,
     pub ratios: Vec<Ratio>,
-    pub total_seconds: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,9 +65,11 @@ pub struct Settings {
     pub batch_records: u64,
     pub seed: u64,
     pub durability: &'static str,
+    /// Times every engine ran (`--rounds`).
+    pub rounds: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EngineReport {
     pub engine: EngineKind,
     pub version: &'static str,
@@ -63,7 +78,7 @@ pub struct EngineReport {
     pub phases: Vec<PhaseReport>,
 }
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PhaseReport {
     pub phase: Option<Phase>,
     pub ok: bool,
@@ -115,6 +130,41 @@ pub struct Ratio {
     pub ratio: Option<f64>,
     pub target: Option<f64>,
     pub met: Option<bool>,
+}
+
+/// Per engine, each workload's report from its median round by ops/s
+/// (the lower middle one for an even count), among the rounds where it
+/// succeeded; a workload that failed in every round keeps its first
+/// failure. `rounds` holds every engine in the same order each round.
+pub fn median_engines(rounds: &[Vec<EngineReport>]) -> Vec<EngineReport> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(e, report)| {
+            let phases = report
+                .phases
+                .iter()
+                .enumerate()
+                .map(|(p, phase)| {
+                    let mut ok: Vec<&PhaseReport> = rounds
+                        .iter()
+                        .map(|round| &round[e].phases[p])
+                        .filter(|phase| phase.ok)
+                        .collect();
+                    ok.sort_by(|a, b| a.ops_per_second.total_cmp(&b.ops_per_second));
+                    ok.get(ok.len().saturating_sub(1) / 2)
+                        .map_or_else(|| phase.clone(), |&median| median.clone())
+                })
+                .collect();
+            EngineReport {
+                phases,
+                ..report.clone()
+            }
+        })
+        .collect()
 }
 
 /// wodfs against each baseline (with the issue's targets), and fjall
@@ -176,7 +226,7 @@ pub fn markdown(report: &RunReport) -> String {
     let _ = writeln!(
         out,
         "## engine-compare {}\n\nmemory limit {mem}, cache {} MiB, write buffer {} MiB, {} random + {} sequential \
-         records of {}+{} bytes, {} point reads, {} records per commit, {}; total {:.0} s\n",
+         records of {}+{} bytes, {} point reads, {} records per commit, {}{}; total {:.0} s\n",
         report.started_utc,
         s.cache_bytes >> 20,
         s.write_buffer_bytes >> 20,
@@ -187,6 +237,11 @@ pub fn markdown(report: &RunReport) -> String {
         group(s.reads),
         group(s.batch_records),
         s.durability,
+        if s.rounds > 1 {
+            format!("; medians of {} rounds", s.rounds)
+        } else {
+            String::new()
+        },
         report.total_seconds,
     );
     out.push_str(
@@ -250,10 +305,71 @@ pub fn markdown(report: &RunReport) -> String {
             );
         }
     }
+    if !report.rounds.is_empty() {
+        rounds_markdown(&mut out, &report.rounds);
+    }
     if !report.engines.iter().any(|e| e.engine == EngineKind::Wodfs) {
         out.push_str("\nwodfs not measured (build with `--features wodfs`); targets need it.\n");
     }
     out
+}
+
+/// Every round's ops/s and ratios, beside the tables of medians.
+fn rounds_markdown(out: &mut String, rounds: &[Round]) {
+    let head = |first: &str| {
+        let cols: Vec<String> = (1..=rounds.len()).map(|r| format!("round {r}")).collect();
+        format!(
+            "| {first} | {} |\n| --- | --- |{}\n",
+            cols.join(" | "),
+            " ---: |".repeat(rounds.len())
+        )
+    };
+    let _ = write!(
+        out,
+        "\nEvery round (the tables above take each workload's median round):\n\n{}",
+        head("engine | workload")
+    );
+    for (e, engine) in rounds[0].engines.iter().enumerate() {
+        for (p, phase) in engine.phases.iter().enumerate() {
+            let cells: Vec<String> = rounds
+                .iter()
+                .map(|round| {
+                    let phase = &round.engines[e].phases[p];
+                    if phase.ok {
+                        group(phase.ops_per_second.round() as u64)
+                    } else {
+                        "failed".to_string()
+                    }
+                })
+                .collect();
+            let name = phase.phase.map_or("?", Phase::name);
+            let _ = writeln!(
+                out,
+                "| {} | {name} | {} |",
+                engine.engine.name(),
+                cells.join(" | ")
+            );
+        }
+    }
+    let _ = write!(out, "\n{}", head("workload | ratio"));
+    for (i, ratio) in rounds[0].ratios.iter().enumerate() {
+        let cells: Vec<String> = rounds
+            .iter()
+            .map(|round| {
+                round.ratios[i]
+                    .ratio
+                    .map_or("-".to_string(), |r| format!("{r:.2}x"))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {}/{} | {} |",
+            ratio.phase.name(),
+            ratio.engine.name(),
+            ratio.baseline.name(),
+            cells.join(" | ")
+        );
+    }
 }
 
 fn optional(value: Option<f64>, decimals: usize) -> String {
@@ -343,6 +459,27 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Each workload's median round, the lower middle one for an even
+    /// count, among the rounds where it succeeded.
+    #[test]
+    fn medians_per_workload_among_successful_rounds() {
+        let wodfs = |ops: [f64; 4]| vec![engine(EngineKind::Wodfs, ops)];
+        let mut rounds = vec![
+            wodfs([1.0, 10.0, 100.0, 7.0]),
+            wodfs([5.0, 30.0, 300.0, 8.0]),
+            wodfs([3.0, 20.0, 200.0, 9.0]),
+            wodfs([4.0, 40.0, 400.0, 6.0]),
+        ];
+        rounds[1][0].phases[0].ok = false;
+        let medians = median_engines(&rounds);
+        let ops: Vec<f64> = medians[0].phases.iter().map(|p| p.ops_per_second).collect();
+        assert_eq!(ops, [3.0, 20.0, 200.0, 7.0]);
+        for phase in &mut rounds.iter_mut().flat_map(|r| r[0].phases.iter_mut()) {
+            phase.ok = false;
+        }
+        assert!(!median_engines(&rounds)[0].phases[0].ok);
     }
 
     #[test]

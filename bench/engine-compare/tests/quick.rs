@@ -11,6 +11,9 @@ fn quick_run_completes_for_every_engine() {
     let work_dir = scratch_dir("work");
     let output = Command::new(env!("CARGO_BIN_EXE_engine-compare"))
         .arg("--quick")
+        // Two rounds: the medians, and every round beside them.
+        .arg("--rounds")
+        .arg("2")
         .arg("--out")
         .arg(&out_dir)
         .arg("--work-dir")
@@ -54,6 +57,15 @@ fn quick_run_completes_for_every_engine() {
         }
     }
     assert!(!report["ratios"].as_array().expect("ratios").is_empty());
+    let rounds = report["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 2);
+    for round in rounds {
+        assert_eq!(
+            round["engines"].as_array().expect("engines").len(),
+            expected.len()
+        );
+    }
+    assert!(stdout.contains("Every round"), "{stdout}");
 
     // The run removed its scratch stores.
     assert_eq!(std::fs::read_dir(&work_dir).unwrap().count(), 0);
