@@ -291,11 +291,9 @@ pub fn markdown(report: &RunReport) -> String {
         for ratio in &report.ratios {
             let _ = writeln!(
                 out,
-                "| {} | {}/{} | {} | {} | {} |",
-                ratio.phase.name(),
-                ratio.engine.name(),
-                ratio.baseline.name(),
-                ratio.ratio.map_or("-".to_string(), |r| format!("{r:.2}x")),
+                "| {} | {} | {} | {} |",
+                ratio_label(ratio),
+                times(ratio.ratio),
                 ratio.target.map_or("-".to_string(), |t| format!(">= {t}x")),
                 match ratio.met {
                     Some(true) => "yes",
@@ -355,21 +353,25 @@ fn rounds_markdown(out: &mut String, rounds: &[Round]) {
     for (i, ratio) in rounds[0].ratios.iter().enumerate() {
         let cells: Vec<String> = rounds
             .iter()
-            .map(|round| {
-                round.ratios[i]
-                    .ratio
-                    .map_or("-".to_string(), |r| format!("{r:.2}x"))
-            })
+            .map(|round| times(round.ratios[i].ratio))
             .collect();
-        let _ = writeln!(
-            out,
-            "| {} | {}/{} | {} |",
-            ratio.phase.name(),
-            ratio.engine.name(),
-            ratio.baseline.name(),
-            cells.join(" | ")
-        );
+        let _ = writeln!(out, "| {} | {} |", ratio_label(ratio), cells.join(" | "));
     }
+}
+
+/// A ratio's first two table cells: workload, then engine/baseline.
+fn ratio_label(ratio: &Ratio) -> String {
+    format!(
+        "{} | {}/{}",
+        ratio.phase.name(),
+        ratio.engine.name(),
+        ratio.baseline.name()
+    )
+}
+
+/// A ratio as "1.23x", or "-" when there is none.
+fn times(ratio: Option<f64>) -> String {
+    ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
 }
 
 fn optional(value: Option<f64>, decimals: usize) -> String {
