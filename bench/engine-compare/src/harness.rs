@@ -282,6 +282,19 @@ fn run_engine(
     })
 }
 
+/// The running binary, for re-executing it as a workload child. On Linux,
+/// `/proc/self/exe` names the file this process started from even after
+/// a rebuild has replaced it at its path: an 8x run lasts 40 minutes, and
+/// one rebuilt meanwhile (session 27) failed at its next child with "No
+/// such file or directory", its results lost.
+fn own_executable() -> Result<PathBuf> {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe);
+    }
+    std::env::current_exe().context("find own executable")
+}
+
 /// Runs one workload in a child. A failing workload becomes a failed
 /// report; only harness failures (and interrupts) return an error.
 fn run_phase(
@@ -321,7 +334,7 @@ fn run_phase(
     let usage_before = getrusage(UsageWho::RUSAGE_CHILDREN)?;
 
     let started = Instant::now();
-    let child = Command::new(std::env::current_exe().context("find own executable")?)
+    let child = Command::new(own_executable()?)
         .arg("child")
         .arg(serde_json::to_string(&request)?)
         // glibc gives every thread that allocates an arena of its own, and
