@@ -170,12 +170,12 @@ pub fn main(options: &Options) -> Result<bool> {
     // always runs first (or last) on a machine whose speed drifts.
     let mut rounds: Vec<Vec<EngineReport>> = Vec::new();
     for round in 0..options.rounds {
+        if options.rounds > 1 {
+            eprintln!("engine-compare: round {} of {}", round + 1, options.rounds);
+        }
         let mut reports: Vec<Option<EngineReport>> = options.engines.iter().map(|_| None).collect();
         for k in 0..options.engines.len() {
             let i = (k + round) % options.engines.len();
-            if options.rounds > 1 {
-                eprintln!("engine-compare: round {} of {}", round + 1, options.rounds);
-            }
             let engine = options.engines[i];
             reports[i] = Some(run_engine(engine, &plan, cgroup.as_ref(), &interrupts)?);
         }

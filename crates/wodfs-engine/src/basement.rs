@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 
 use crate::buffer::ListRef;
 use crate::format::frozen::FrozenBasement;
-use crate::key_cmp::key_cmp;
+use crate::key_cmp::merge_order;
 use crate::msg::{apply_all, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
 
@@ -409,11 +409,7 @@ fn merged<'a>(
         let msg_key = msgs.get(m).map(|(k, _)| *k);
         // One comparison a step, inline (`key_cmp`): slice comparisons
         // here were most of the writer's `memcmp` under random inserts.
-        let order = match (old_key, msg_key) {
-            (Some(o), Some(k)) => key_cmp(o, k),
-            (Some(_), None) => Ordering::Less,
-            (None, _) => Ordering::Greater,
-        };
+        let order = merge_order(old_key, msg_key).expect("a run has keys left");
         if order == Ordering::Less {
             let k = f.key(i);
             if !covered(k) {

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use crate::format::frozen::FrozenPoints;
-use crate::key_cmp::{key_cmp, MapKey};
+use crate::key_cmp::{merge_order, MapKey};
 use crate::msg::{apply_all, Msn, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
 
@@ -87,12 +87,7 @@ impl<'a> Iterator for Merge<'a> {
         let base_key = (self.i < self.end).then(|| self.base.key(self.i));
         let delta_key = self.delta.peek().map(|(k, _)| k.bytes());
         // One inline comparison a step (`key_cmp`), not two `memcmp`s.
-        let order = match (base_key, delta_key) {
-            (None, None) => return None,
-            (Some(b), Some(d)) => key_cmp(b, d),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-        };
+        let order = merge_order(base_key, delta_key)?;
         if let (Ordering::Less, Some(b)) = (order, base_key) {
             self.i += 1;
             return Some((b, Source::Base(self.i - 1)));

@@ -81,13 +81,34 @@ pub(crate) fn head(bytes: &[u8]) -> u64 {
     u64::from_be_bytes(h)
 }
 
+/// The order of two keys given with their [`head`]s: by the heads, and
+/// only when those are equal by the bytes (most comparisons of keys that
+/// differ early never reach the bytes on the heap).
+#[inline]
+pub(crate) fn headed_cmp(a_head: u64, a: &[u8], b_head: u64, b: &[u8]) -> Ordering {
+    match a_head.cmp(&b_head) {
+        Ordering::Equal => key_cmp(a, b),
+        unequal => unequal,
+    }
+}
+
+/// Which of two sorted runs' next keys comes first when merging them:
+/// `Less` for `a`'s, `Greater` for `b`'s, `Equal` for the same key; a run
+/// with none left (`None`) comes last. `None` when both are done.
+#[inline]
+pub(crate) fn merge_order(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Ordering> {
+    match (a, b) {
+        (None, None) => None,
+        (Some(a), Some(b)) => Some(key_cmp(a, b)),
+        (Some(_), None) => Some(Ordering::Less),
+        (None, Some(_)) => Some(Ordering::Greater),
+    }
+}
+
 impl Ord for MapKey {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        match self.head.cmp(&other.head) {
-            Ordering::Equal => key_cmp(&self.bytes, &other.bytes),
-            unequal => unequal,
-        }
+        headed_cmp(self.head, &self.bytes, other.head, &other.bytes)
     }
 }
 

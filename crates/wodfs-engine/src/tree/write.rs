@@ -28,7 +28,7 @@ use crate::buffer::{ListRef, MsgBuffer};
 use crate::error::{Error, Result};
 use crate::format::frozen::FrozenBasement;
 use crate::format::node::encode_node;
-use crate::key_cmp::{head as key_head, key_cmp};
+use crate::key_cmp::{head as key_head, headed_cmp, key_cmp};
 use crate::msg::{Msn, PointMsg};
 use crate::node::{Edge, Node, Part, PartSlot};
 use crate::range_index::RangeIndex;
@@ -1176,9 +1176,7 @@ fn sort_by_key(msgs: &mut Vec<Msg>) {
         .map(|(i, m)| (key_head(key(m)), i as u32))
         .collect();
     order.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| key_cmp(key(&msgs[a.1 as usize]), key(&msgs[b.1 as usize])))
-            .then(a.1.cmp(&b.1))
+        headed_cmp(a.0, key(&msgs[a.1 as usize]), b.0, key(&msgs[b.1 as usize])).then(a.1.cmp(&b.1))
     });
     let mut slots: Vec<Option<Msg>> = std::mem::take(msgs).into_iter().map(Some).collect();
     *msgs = order
