@@ -50,6 +50,13 @@ BYTES_HALF = [
 ]
 
 
+# The daemon's resident memory: `wodfs mount`'s default cache budget (the
+# harness mounts with the defaults) plus the fixed overhead that
+# docs/ARCHITECTURE.md ("Memory: the daemon's resident peak") accounts for.
+WODFS_CACHE_MIB = 256
+DAEMON_OVERHEAD_MIB = 160
+
+
 def speed(record, reference):
     """How fast `record` is relative to `reference` (2.0 = twice as fast)."""
     a, b = record["value"], reference["value"]
@@ -157,6 +164,16 @@ def lines(run):
     big = rows.get(("unlink", "unlink-256M"), {}).get("wodfs")
     ratio = big["value"] / small["value"] if small and big and small["value"] else None
     row("unlink flat: 256 MiB within 2× of 4 KiB", f"{fmt(big and big['value'], 3)} vs {fmt(small and small['value'], 3)} ms = {fmt(ratio)}×", None if ratio is None else ratio <= 2)
+
+    peaks = [r for r in run["results"] if r["fs"] == "wodfs" and r.get("daemon_peak_rss_bytes")]
+    top = max(peaks, key=lambda r: r["daemon_peak_rss_bytes"]) if peaks else None
+    bound = WODFS_CACHE_MIB + DAEMON_OVERHEAD_MIB
+    peak_mib = top and top["daemon_peak_rss_bytes"] / 2**20
+    row(
+        f"daemon resident peak ≤ cache {WODFS_CACHE_MIB} MiB + overhead {DAEMON_OVERHEAD_MIB} MiB",
+        f"{fmt(peak_mib, 0)} MiB at most ({top and top['workload']} {top and top['step']}), over {len(peaks)} steps",
+        None if top is None else peak_mib <= bound,
+    )
 
     for workload, step in FUSE_BOUND:
         by_fs = rows.get((workload, step), {})

@@ -130,6 +130,8 @@ def markdown(run):
             cells.append(f"{daemon}{r['machine_cpu_s']:.2f}")
         lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
 
+    lines += _resident_table(table, fuse_fs)
+
     repeated = [r for r in results if r.get("repeats")]
     if repeated:
         lines += [
@@ -149,6 +151,29 @@ def markdown(run):
         f"{key} {seconds:.0f}" for key, seconds in run["meta"]["workload_seconds"].items()
     )]
     return "\n".join(lines) + "\n"
+
+
+def _resident_table(table, fuse_fs):
+    """The FUSE daemons' resident peak (`VmHWM`) at the end of each step,
+    in MiB. A daemon is started by each step's remount, so this is the
+    step's peak (with its mount and the sync after it)."""
+    with_rss = [fs for fs in fuse_fs if any(fs in by_fs and by_fs[fs].get("daemon_peak_rss_bytes") for by_fs in table.values())]
+    if not with_rss:
+        return []
+    lines = [
+        "",
+        "## FUSE daemon resident peak (MiB, VmHWM)",
+        "",
+        "| workload | step | " + " | ".join(with_rss) + " |",
+        "|---" * (2 + len(with_rss)) + "|",
+    ]
+    for (workload, step), by_fs in table.items():
+        cells = []
+        for fs in with_rss:
+            peak = by_fs.get(fs, {}).get("daemon_peak_rss_bytes")
+            cells.append(f"{peak / MIB:.0f}" if peak else "–")
+        lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _size_of(step):

@@ -9,25 +9,46 @@
 //! static ALLOC: count_alloc::Counting = count_alloc::Counting;
 //! ```
 //!
+//! [`CountingOver`] counts in front of another allocator (the `wodfs`
+//! binary's mimalloc, with its `heap-count` feature), so the live heap can
+//! be set beside the resident memory the allocator keeps.
+//!
 //! The counters are global: one process, one count.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// The counting allocator.
+/// The counting allocator over the system allocator.
 #[derive(Debug)]
 pub struct Counting;
+
+/// The counting allocator over `A`.
+#[derive(Debug)]
+pub struct CountingOver<A>(pub A);
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every call is forwarded unchanged to `System`; only counters are
-// added.
+// SAFETY: every call is forwarded unchanged to `CountingOver(System)`.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: the caller's contract is passed on as it is.
-        let p = unsafe { System.alloc(l) };
+        unsafe { CountingOver(System).alloc(l) }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as above.
+        unsafe { CountingOver(System).dealloc(p, l) }
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to `A`; only counters are
+// added.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingOver<A> {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on as it is.
+        let p = unsafe { self.0.alloc(l) };
         if !p.is_null() {
             let now = LIVE.fetch_add(l.size(), Relaxed) + l.size();
             PEAK.fetch_max(now, Relaxed);
@@ -37,8 +58,21 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(p, l) };
+        unsafe { self.0.dealloc(p, l) };
         LIVE.fetch_sub(l.size(), Relaxed);
+    }
+
+    // The inner allocator's own realloc (mimalloc grows in place), not
+    // the default's allocate, copy and free.
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        let q = unsafe { self.0.realloc(p, l, new_size) };
+        if !q.is_null() {
+            let now = LIVE.fetch_add(new_size, Relaxed) + new_size;
+            PEAK.fetch_max(now, Relaxed);
+            LIVE.fetch_sub(l.size(), Relaxed);
+        }
+        q
     }
 }
 

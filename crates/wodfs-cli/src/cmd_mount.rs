@@ -130,8 +130,15 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         dir.display(),
         crate::image::log_io_mode()
     );
-    wodfs_fuse::serve(Arc::new(fs), dir, &mopts, ready)
-        .map_err(|e| Fail::new(format!("{}: cannot mount: {e}", dir.display())))
+    let served = wodfs_fuse::serve(Arc::new(fs), dir, &mopts, ready)
+        .map_err(|e| Fail::new(format!("{}: cannot mount: {e}", dir.display())));
+    #[cfg(feature = "heap-count")]
+    log::info!(
+        "heap peak {} MiB ({} MiB live at exit)",
+        count_alloc::peak() >> 20,
+        count_alloc::live() >> 20
+    );
+    served
 }
 
 /// The daemon side: new session, report readiness on stdout (a pipe to

@@ -24,8 +24,17 @@ use image::Fail;
 /// mimalloc instead of glibc's allocator: the engine allocates a message,
 /// a key and a value per operation, and glibc's malloc and free were a
 /// third of the write path's time (`docs/ARCHITECTURE.md`, "Memory").
+#[cfg(not(feature = "heap-count"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// With `--features heap-count`: mimalloc behind a counter of the live
+/// heap, whose peak `wodfs mount` logs at unmount beside the resident
+/// peak (what the allocator keeps beyond what is live).
+#[cfg(feature = "heap-count")]
+#[global_allocator]
+static ALLOCATOR: count_alloc::CountingOver<mimalloc::MiMalloc> =
+    count_alloc::CountingOver(mimalloc::MiMalloc);
 
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]

@@ -1516,7 +1516,9 @@ const MOVED_POINT_DELETES_MAX: usize = 64;
 /// Range move, implemented by copying (tree surgery will replace this body
 /// without changing the operation): delete the destination, copy the
 /// source, delete the source. Runs under the write lock, so it is atomic
-/// to readers and to checkpoints.
+/// to readers and to checkpoints; the lock is held for as long as the
+/// source is large, so the copies are evicted as they go, written under
+/// the lock if need be ([`State::evict_holding_lock`]).
 ///
 /// A source of at most [`MOVED_POINT_DELETES_MAX`] keys is read whole,
 /// then deleted and copied in one run of point messages, deletes first:
@@ -1570,6 +1572,7 @@ fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> R
             .collect::<Vec<_>>();
         if !copies.is_empty() {
             st.apply_points(env, copies)?;
+            st.evict_holding_lock(env)?;
         }
     }
     let Some(few) = few else {
