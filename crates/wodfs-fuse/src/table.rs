@@ -183,7 +183,9 @@ impl InodeTable {
 
     /// The last attributes of `ino` if it is gone but still held.
     pub fn gone_attr(&self, ino: u64) -> Option<Attr> {
-        self.nodes.get(&ino).and_then(|n| n.gone.as_deref().cloned())
+        self.nodes
+            .get(&ino)
+            .and_then(|n| n.gone.as_deref().cloned())
     }
 
     /// `ino` now lives in the inode space (it got a second name).

@@ -156,7 +156,10 @@ pub struct Listed {
 
 #[derive(Debug)]
 pub struct Tree {
-    inodes: HashMap<u64, Inode>,
+    /// Boxed: an inode is about 250 bytes, and the map keeps up to twice
+    /// as many slots as entries (three times while it grows), a million
+    /// of them in TableFS.
+    inodes: HashMap<u64, Box<Inode>>,
     next_ino: u64,
 }
 
@@ -181,7 +184,7 @@ impl Tree {
             xattrs: BTreeMap::new(),
         };
         Tree {
-            inodes: HashMap::from([(ROOT, root)]),
+            inodes: HashMap::from([(ROOT, Box::new(root))]),
             next_ino: ROOT + 1,
         }
     }
@@ -201,11 +204,14 @@ impl Tree {
     }
 
     pub fn get(&self, ino: u64) -> Result<&Inode, Errno> {
-        self.inodes.get(&ino).ok_or(Errno::ENOENT)
+        self.inodes.get(&ino).map(|i| &**i).ok_or(Errno::ENOENT)
     }
 
     pub fn get_mut(&mut self, ino: u64) -> Result<&mut Inode, Errno> {
-        self.inodes.get_mut(&ino).ok_or(Errno::ENOENT)
+        self.inodes
+            .get_mut(&ino)
+            .map(|i| &mut **i)
+            .ok_or(Errno::ENOENT)
     }
 
     /// The inode `name` in `parent` names, if any, counting one kernel
@@ -293,7 +299,7 @@ impl Tree {
             xattrs: BTreeMap::new(),
         };
         let attr = inode.attr(ino);
-        self.inodes.insert(ino, inode);
+        self.inodes.insert(ino, Box::new(inode));
         let parent_inode = self.get_mut(parent)?;
         parent_inode.dir_mut()?.insert(name, ino);
         parent_inode.touch_modified(now);
