@@ -92,7 +92,7 @@ fn harness_repeat_keeps_each_steps_median_run() {
     assert!(ok, "bench/run.py --repeat 3 failed");
     // Every step of both file systems ran three times, and the record kept
     // is the median of the three (checked in Python: the report is JSON).
-    let check = r#"
+    let check = r###"
 import json, pathlib, sys
 run = json.loads(next(pathlib.Path(sys.argv[1]).glob("*.json")).read_text())
 assert run["meta"]["repeat"] == 3
@@ -104,7 +104,12 @@ for r in run["results"]:
     # A FUSE daemon's resident peak is recorded; a kernel file system has none.
     rss = r["daemon_peak_rss_bytes"]
     assert (rss is not None and rss > 0) if r["fs"] == "nullfs" else rss is None, r
-"#;
+# ... and the markdown has a table of it, with a column for nullfs only.
+md = next(pathlib.Path(sys.argv[1]).glob("*.md")).read_text()
+table = md.split("## FUSE daemon resident peak (MiB, VmHWM)")[1].split("\n## ")[0]
+assert "| workload | step | nullfs |" in table, table
+assert "| unlink | unlink-4K | " in table, table
+"###;
     let checked = Command::new("python3")
         .arg("-c")
         .arg(check)
