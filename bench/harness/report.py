@@ -89,48 +89,47 @@ def markdown(run):
         arrow = "↑" if better == "higher" else "↓"
         lines.append(f"| {workload} | {step} | {sample['unit']} {arrow} | " + " | ".join(cells) + f" | {best_fs or '–'} |")
 
+    def device_cell(r):
+        if r["dev_write_bytes"] is None:
+            return None
+        cell = f"{r['dev_write_bytes'] / MIB:.1f} / {r['dev_read_bytes'] / MIB:.1f}"
+        if r.get("logical_write_bytes"):
+            cell += f" (WA {r['dev_write_bytes'] / r['logical_write_bytes']:.2f})"
+        return cell
+
     device_fs = [fs for fs in fs_order if any(r["fs"] == fs and r["dev_write_bytes"] is not None for r in results)]
     if device_fs:
-        lines += [
-            "",
-            "## Device traffic until durable (MiB written / MiB read; WA = device bytes written / logical bytes written)",
-            "",
-            "| workload | step | " + " | ".join(device_fs) + " |",
-            "|---" * (2 + len(device_fs)) + "|",
-        ]
-        for (workload, step), by_fs in table.items():
-            cells = []
-            for fs in device_fs:
-                r = by_fs.get(fs)
-                if r is None or r["dev_write_bytes"] is None:
-                    cells.append("–")
-                    continue
-                cell = f"{r['dev_write_bytes'] / MIB:.1f} / {r['dev_read_bytes'] / MIB:.1f}"
-                if r.get("logical_write_bytes"):
-                    cell += f" (WA {r['dev_write_bytes'] / r['logical_write_bytes']:.2f})"
-                cells.append(cell)
-            lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
+        lines += _per_fs_table(
+            "Device traffic until durable (MiB written / MiB read; WA = device bytes written / logical bytes written)",
+            table,
+            device_fs,
+            device_cell,
+        )
 
     fuse_fs = [fs for fs in fs_order if any(r["fs"] == fs and r["daemon_cpu_s"] is not None for r in results)]
-    lines += [
-        "",
-        "## CPU seconds (FUSE daemon user+system where there is one / whole machine busy time)",
-        "",
-        "| workload | step | " + " | ".join(fs_order) + " |",
-        "|---" * (2 + len(fs_order)) + "|",
-    ]
-    for (workload, step), by_fs in table.items():
-        cells = []
-        for fs in fs_order:
-            r = by_fs.get(fs)
-            if r is None:
-                cells.append("–")
-                continue
-            daemon = f"{r['daemon_cpu_s']:.2f} / " if fs in fuse_fs and r["daemon_cpu_s"] is not None else ""
-            cells.append(f"{daemon}{r['machine_cpu_s']:.2f}")
-        lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
 
-    lines += _resident_table(table, fuse_fs)
+    def cpu_cell(r):
+        daemon = f"{r['daemon_cpu_s']:.2f} / " if r["fs"] in fuse_fs and r["daemon_cpu_s"] is not None else ""
+        return f"{daemon}{r['machine_cpu_s']:.2f}"
+
+    lines += _per_fs_table(
+        "CPU seconds (FUSE daemon user+system where there is one / whole machine busy time)",
+        table,
+        fs_order,
+        cpu_cell,
+    )
+
+    # The FUSE daemons' resident peak (`VmHWM`) at the end of each step. A
+    # daemon is started by each step's remount, so this is the step's peak
+    # (with its mount and the sync after it).
+    rss_fs = [fs for fs in fuse_fs if any(fs in by_fs and by_fs[fs].get("daemon_peak_rss_bytes") for by_fs in table.values())]
+    if rss_fs:
+        lines += _per_fs_table(
+            "FUSE daemon resident peak (MiB, VmHWM)",
+            table,
+            rss_fs,
+            lambda r: f"{r['daemon_peak_rss_bytes'] / MIB:.0f}" if r.get("daemon_peak_rss_bytes") else None,
+        )
 
     repeated = [r for r in results if r.get("repeats")]
     if repeated:
@@ -153,25 +152,22 @@ def markdown(run):
     return "\n".join(lines) + "\n"
 
 
-def _resident_table(table, fuse_fs):
-    """The FUSE daemons' resident peak (`VmHWM`) at the end of each step,
-    in MiB. A daemon is started by each step's remount, so this is the
-    step's peak (with its mount and the sync after it)."""
-    with_rss = [fs for fs in fuse_fs if any(fs in by_fs and by_fs[fs].get("daemon_peak_rss_bytes") for by_fs in table.values())]
-    if not with_rss:
-        return []
+def _per_fs_table(title, table, fs_list, cell):
+    """A section: one row per step, one column per file system, each cell
+    `cell(record)` ("–" where it is None or the step did not run)."""
     lines = [
         "",
-        "## FUSE daemon resident peak (MiB, VmHWM)",
+        f"## {title}",
         "",
-        "| workload | step | " + " | ".join(with_rss) + " |",
-        "|---" * (2 + len(with_rss)) + "|",
+        "| workload | step | " + " | ".join(fs_list) + " |",
+        "|---" * (2 + len(fs_list)) + "|",
     ]
     for (workload, step), by_fs in table.items():
         cells = []
-        for fs in with_rss:
-            peak = by_fs.get(fs, {}).get("daemon_peak_rss_bytes")
-            cells.append(f"{peak / MIB:.0f}" if peak else "–")
+        for fs in fs_list:
+            r = by_fs.get(fs)
+            text = cell(r) if r is not None else None
+            cells.append("–" if text is None else text)
         lines.append(f"| {workload} | {step} | " + " | ".join(cells) + " |")
     return lines
 
