@@ -63,14 +63,19 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingOver<A> {
     }
 
     // The inner allocator's own realloc (mimalloc grows in place), not
-    // the default's allocate, copy and free.
+    // the default's allocate, copy and free; counted as the change in
+    // size, so a block grown in place does not count twice at the peak.
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as above.
         let q = unsafe { self.0.realloc(p, l, new_size) };
         if !q.is_null() {
-            let now = LIVE.fetch_add(new_size, Relaxed) + new_size;
-            PEAK.fetch_max(now, Relaxed);
-            LIVE.fetch_sub(l.size(), Relaxed);
+            if new_size >= l.size() {
+                let grown = new_size - l.size();
+                let now = LIVE.fetch_add(grown, Relaxed) + grown;
+                PEAK.fetch_max(now, Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new_size, Relaxed);
+            }
         }
         q
     }
