@@ -97,7 +97,7 @@ def markdown(run):
             cell += f" (WA {r['dev_write_bytes'] / r['logical_write_bytes']:.2f})"
         return cell
 
-    device_fs = [fs for fs in fs_order if any(r["fs"] == fs and r["dev_write_bytes"] is not None for r in results)]
+    device_fs = _fs_with(fs_order, results, "dev_write_bytes")
     if device_fs:
         lines += _per_fs_table(
             "Device traffic until durable (MiB written / MiB read; WA = device bytes written / logical bytes written)",
@@ -106,10 +106,8 @@ def markdown(run):
             device_cell,
         )
 
-    fuse_fs = [fs for fs in fs_order if any(r["fs"] == fs and r["daemon_cpu_s"] is not None for r in results)]
-
     def cpu_cell(r):
-        daemon = f"{r['daemon_cpu_s']:.2f} / " if r["fs"] in fuse_fs and r["daemon_cpu_s"] is not None else ""
+        daemon = f"{r['daemon_cpu_s']:.2f} / " if r["daemon_cpu_s"] is not None else ""
         return f"{daemon}{r['machine_cpu_s']:.2f}"
 
     lines += _per_fs_table(
@@ -122,7 +120,7 @@ def markdown(run):
     # The FUSE daemons' resident peak (`VmHWM`) at the end of each step. A
     # daemon is started by each step's remount, so this is the step's peak
     # (with its mount and the sync after it).
-    rss_fs = [fs for fs in fuse_fs if any(fs in by_fs and by_fs[fs].get("daemon_peak_rss_bytes") for by_fs in table.values())]
+    rss_fs = _fs_with(fs_order, results, "daemon_peak_rss_bytes")
     if rss_fs:
         lines += _per_fs_table(
             "FUSE daemon resident peak (MiB, VmHWM)",
@@ -150,6 +148,11 @@ def markdown(run):
         f"{key} {seconds:.0f}" for key, seconds in run["meta"]["workload_seconds"].items()
     )]
     return "\n".join(lines) + "\n"
+
+
+def _fs_with(fs_order, results, key):
+    """The file systems, in `fs_order`, with a record that has `key`."""
+    return [fs for fs in fs_order if any(r["fs"] == fs and r.get(key) is not None for r in results)]
 
 
 def _per_fs_table(title, table, fs_list, cell):
