@@ -35,6 +35,44 @@ pub(crate) struct PartLoc {
     pub crc: u32,
 }
 
+/// Heap cost of a node's header, besides its prefix, pivots and edges.
+const NODE_MEM_BYTES: usize = 64;
+/// Heap cost of a pivot besides its bytes.
+const PIVOT_MEM_BYTES: usize = 24;
+/// Heap cost of a child edge besides its lift.
+const EDGE_MEM_BYTES: usize = 48;
+/// Heap cost of a loaded partition besides its contents.
+pub(crate) const PART_MEM_BYTES: usize = 64;
+
+/// What a node counts for: its heap bytes (the cache budget), its
+/// content bytes (node-size decisions) and, for a leaf, its entries
+/// (loaded partitions only; an unloaded one counts its decoded length).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub mem: usize,
+    pub content: usize,
+    pub entries: usize,
+}
+
+impl Tally {
+    /// `self` with a part that counted `before` now counting `after`.
+    pub fn replaced(self, before: Tally, after: Tally) -> Tally {
+        Tally {
+            mem: self.mem + after.mem - before.mem,
+            content: self.content + after.content - before.content,
+            entries: self.entries + after.entries - before.entries,
+        }
+    }
+
+    pub fn plus(self, o: Tally) -> Tally {
+        Tally {
+            mem: self.mem + o.mem,
+            content: self.content + o.content,
+            entries: self.entries + o.entries,
+        }
+    }
+}
+
 /// A partition's contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Part {
@@ -158,36 +196,55 @@ impl Node {
         self.parts.iter().all(|p| p.data.get().is_some())
     }
 
-    /// Bytes of everything loaded, for the cache budget.
-    pub fn mem_bytes(&self) -> usize {
-        let header: usize = 64
+    /// Bytes of all partitions (loaded ones only are counted exactly).
+    pub fn content_bytes(&self) -> usize {
+        self.tally().content
+    }
+
+    /// What the whole node counts for, in one pass over its partitions.
+    pub fn tally(&self) -> Tally {
+        let header = NODE_MEM_BYTES
             + self.prefix.len()
-            + self.pivots.iter().map(|p| p.len() + 24).sum::<usize>()
             + self
                 .children
                 .iter()
-                .map(|e| e.lift.len() + 48)
+                .map(|e| e.lift.len() + EDGE_MEM_BYTES)
                 .sum::<usize>();
-        header
-            + self
-                .parts
-                .iter()
-                .map(|p| {
-                    p.data.get().map_or(0, |d| d.mem_bytes() + 64)
-                        + p.summary.as_ref().map_or(0, |s| s.mem_bytes())
-                })
-                .sum::<usize>()
+        let mut t = self.span_tally(0..self.parts.len());
+        t.mem += header;
+        t
     }
 
-    /// Bytes of all partitions (loaded ones only are counted exactly).
-    pub fn content_bytes(&self) -> usize {
-        self.parts
+    /// What partitions `span` count for, with every pivot that bounds
+    /// one of them (the one before the first and the one after the
+    /// last): a change inside the span that cuts a partition or drops
+    /// one changes only these, so the tally of the span before and after
+    /// gives the change to the node's tally without visiting the rest.
+    pub fn span_tally(&self, span: std::ops::Range<usize>) -> Tally {
+        let first_pivot = span.start.saturating_sub(1);
+        let end_pivot = span.end.min(self.pivots.len()).max(first_pivot);
+        let pivots = self.pivots[first_pivot..end_pivot]
             .iter()
-            .map(|p| match p.data.get() {
-                Some(d) => d.bytes(),
-                None => p.disk.map_or(0, |l| l.raw_len as usize),
-            })
-            .sum()
+            .map(|p| p.len() + PIVOT_MEM_BYTES)
+            .sum::<usize>();
+        let mut t = Tally {
+            mem: pivots,
+            ..Tally::default()
+        };
+        for p in &self.parts[span] {
+            t.mem += p.summary.as_ref().map_or(0, |s| s.mem_bytes());
+            match p.data.get() {
+                Some(d) => {
+                    t.mem += d.mem_bytes() + PART_MEM_BYTES;
+                    t.content += d.bytes();
+                    if let Part::Basement(b) = d {
+                        t.entries += b.len();
+                    }
+                }
+                None => t.content += p.disk.map_or(0, |l| l.raw_len as usize),
+            }
+        }
+        t
     }
 
     pub fn buffer(&self, i: usize) -> &MsgBuffer {

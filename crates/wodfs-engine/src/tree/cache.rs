@@ -4,7 +4,7 @@
 //! nodes and partitions concurrently through the map's mutex and each
 //! partition's `OnceLock`. The writer (holding the write lock) takes nodes
 //! out, changes them and puts them back; nobody else can hold them then.
-//! Accounting is by `Node::mem_bytes`, updated on every put and partition
+//! Accounting is by `Node::tally`, updated on every put and partition
 //! load; eviction runs between operations (see `State::evict`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::drop_later::drop_later;
 use crate::int_hash::IntMap;
-use crate::node::Node;
+use crate::node::{Node, Tally};
 use crate::table::BlockNum;
 
 #[derive(Debug)]
@@ -29,6 +29,10 @@ pub(crate) struct CacheEntry {
     /// use, the node is used up ([`CacheEntry::is_used_up`]).
     left_behind: AtomicU64,
     accounted: AtomicUsize,
+    /// What the node counted for when it was put. Exact for as long as
+    /// the entry is dirty: a dirty node is fully loaded, so no reader
+    /// loads a partition into it, and it is never stripped.
+    tally: Tally,
     /// May hold loaded partitions that are on disk (strippable): eviction
     /// checks this instead of scanning every partition of every node on
     /// every pass.
@@ -65,6 +69,7 @@ impl Clone for CacheEntry {
             last_used: AtomicU64::new(self.last_used.load(Ordering::Relaxed)),
             left_behind: AtomicU64::new(self.left_behind.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(self.accounted.load(Ordering::Relaxed)),
+            tally: self.tally,
             strippable: AtomicBool::new(self.strippable.load(Ordering::Relaxed)),
         }
     }
@@ -187,16 +192,30 @@ impl Cache {
     /// go straight into it at no I/O cost: it is written back anyway.
     /// (A clean child is not cheap: dirtying it for one small message
     /// would cost a whole node write, the cost buffering exists to avoid.)
+    /// (Every dirty node is fully loaded: the writer changes only fully
+    /// loaded nodes, and a dirty one is never stripped.)
     pub fn is_cheap_target(&self, b: BlockNum) -> bool {
-        self.map
-            .lock()
-            .get(&b)
-            .is_some_and(|e| e.dirty && e.node.is_fully_loaded())
+        self.map.lock().get(&b).is_some_and(|e| {
+            debug_assert!(!e.dirty || e.node.is_fully_loaded());
+            e.dirty
+        })
     }
 
     /// Inserts a node (a reader's load, or the writer's put).
     pub fn put(&self, b: BlockNum, node: Node, dirty: bool) -> Arc<CacheEntry> {
-        let entry = self.account(node, dirty);
+        let tally = node.tally();
+        self.insert(b, self.account(node, dirty, tally))
+    }
+
+    /// Inserts a dirty node whose tally the writer kept as it changed it
+    /// ([`Cache::take_tallied`]): a leaf of hundreds of basements that
+    /// took a few messages is not visited whole to count it again.
+    pub fn put_tallied(&self, b: BlockNum, node: Node, tally: Tally) -> Arc<CacheEntry> {
+        debug_assert_eq!(tally, node.tally(), "a kept tally went stale");
+        self.insert(b, self.account(node, true, tally))
+    }
+
+    fn insert(&self, b: BlockNum, entry: Arc<CacheEntry>) -> Arc<CacheEntry> {
         if let Some(old) = self.map.lock().insert(b, entry.clone()) {
             self.unaccount(&old);
         }
@@ -213,14 +232,16 @@ impl Cache {
             e.last_used.store(self.tick(), Ordering::Relaxed);
             return e.clone();
         }
-        let entry = self.account(node, false);
+        let tally = node.tally();
+        let entry = self.account(node, false, tally);
         map.insert(b, entry.clone());
         entry
     }
 
-    /// A new entry for `node`, counted in the cache's bytes.
-    fn account(&self, node: Node, dirty: bool) -> Arc<CacheEntry> {
-        let size = node.mem_bytes();
+    /// A new entry for `node` (which counts for `tally`), counted in the
+    /// cache's bytes.
+    fn account(&self, node: Node, dirty: bool, tally: Tally) -> Arc<CacheEntry> {
+        let size = tally.mem;
         let now = self.tick();
         let strippable = !dirty && node.has_droppable_parts();
         let entry = Arc::new(CacheEntry {
@@ -230,6 +251,7 @@ impl Cache {
             last_used: AtomicU64::new(now),
             left_behind: AtomicU64::new(0),
             accounted: AtomicUsize::new(size),
+            tally,
             strippable: AtomicBool::new(strippable),
         });
         self.bytes.fetch_add(size, Ordering::Relaxed);
@@ -278,13 +300,15 @@ impl Cache {
             // Freed on the other core, and not under the map's lock.
             drop_later(entry.node.unload_stored_parts());
             entry.strippable.store(false, Ordering::Relaxed);
-            let after = entry.node.mem_bytes().min(before);
+            entry.tally = entry.node.tally();
+            let after = entry.tally.mem.min(before);
             entry.accounted.store(after, Ordering::Relaxed);
             self.bytes.fetch_sub(before - after, Ordering::Relaxed);
             return true;
         }
         let node = e.node.without_stored_parts();
-        let size = node.mem_bytes();
+        let tally = node.tally();
+        let size = tally.mem;
         let entry = Arc::new(CacheEntry {
             node,
             dirty: false,
@@ -292,6 +316,7 @@ impl Cache {
             last_used: AtomicU64::new(e.last_used.load(Ordering::Relaxed)),
             left_behind: AtomicU64::new(e.left_behind.load(Ordering::Relaxed)),
             accounted: AtomicUsize::new(size),
+            tally,
             strippable: AtomicBool::new(false),
         });
         let old = map.insert(b, entry).expect("looked up above");
@@ -304,10 +329,18 @@ impl Cache {
     /// Removes a node (the writer's take, or eviction). Returns it with its
     /// dirty flag.
     pub fn take(&self, b: BlockNum) -> Option<(Node, bool)> {
+        self.take_tallied(b)
+            .map(|(node, kept)| (node, kept.is_some()))
+    }
+
+    /// [`Cache::take`], with the node's tally if it is dirty (and so
+    /// fully loaded, its tally exact): the writer keeps it up to date as
+    /// it changes the node and puts it back with [`Cache::put_tallied`].
+    pub fn take_tallied(&self, b: BlockNum) -> Option<(Node, Option<Tally>)> {
         let e = self.map.lock().remove(&b)?;
         self.unaccount(&e);
         let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
-        Some((e.node, e.dirty))
+        Some((e.node, e.dirty.then_some(e.tally)))
     }
 
     fn unaccount(&self, e: &CacheEntry) {

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::format::node::{decode_header, decode_part};
 use crate::format::segments;
 use crate::msg::{Msn, PointMsg};
-use crate::node::{Node, Part, PartLoc, PartSlot};
+use crate::node::{Node, Part, PartLoc, PartSlot, Tally};
 use crate::table::{BlockNum, BlockTable, Extent};
 
 /// Device regions.
@@ -230,7 +230,7 @@ impl State {
         env.read_tracked(base + u64::from(loc.offset), &mut buf)?;
         env.stats.add_partition_read();
         let part = decode_part_of(b, base, i, slot, &loc, entry.node.is_leaf(), buf)?;
-        let added = part.mem_bytes() + 64;
+        let added = part.mem_bytes() + crate::node::PART_MEM_BYTES;
         if slot.data.set(part).is_ok() {
             self.cache.grew(b, entry, added);
         }
@@ -277,29 +277,44 @@ impl State {
     }
 
     /// Takes a node out of the cache for modification, fully loaded (all
-    /// missing partitions in one read of its extent).
+    /// missing partitions in one read of its extent), with whether it
+    /// was dirty.
     pub fn take_full(&mut self, env: Env<'_>, b: BlockNum) -> Result<(Node, bool)> {
+        let (node, kept) = self.take_full_tallied(env, b)?;
+        Ok((node, kept.is_some()))
+    }
+
+    /// [`Self::take_full`], with the node's tally if it was dirty (see
+    /// [`super::cache::Cache::take_tallied`]).
+    pub fn take_full_tallied(
+        &mut self,
+        env: Env<'_>,
+        b: BlockNum,
+    ) -> Result<(Node, Option<Tally>)> {
         // A write-back the thread finished is committed first: the node
         // it wrote is then this version, not a stale copy.
         self.apply_commits(env);
-        let cached = self.cache.take(b);
+        let cached = self.cache.take_tallied(b);
+        if let Some((node, Some(tally))) = cached {
+            // Dirty, so fully loaded: not visited partition by partition
+            // to find none missing.
+            debug_assert!(node.is_fully_loaded());
+            return Ok((node, Some(tally)));
+        }
         // Not cached, or cached clean and partly loaded (the device holds
         // all of it then): the flush read-ahead thread may have read it.
-        if cached
-            .as_ref()
-            .is_none_or(|(n, dirty)| !dirty && !n.is_fully_loaded())
-        {
+        if cached.as_ref().is_none_or(|(n, _)| !n.is_fully_loaded()) {
             let (_, x) = self.extent(b)?;
             if let Some(node) = env.flush_ahead.take(b, &x) {
                 env.stats.add_flush_read_ahead();
-                return Ok((node, false));
+                return Ok((node, None));
             }
         }
-        let (node, dirty) = match cached {
-            Some(x) => x,
-            None => (self.read_header(env, b)?, false),
+        let node = match cached {
+            Some((node, _)) => node,
+            None => self.read_header(env, b)?,
         };
-        Ok((self.load_all(env, b, node)?, dirty))
+        Ok((self.load_all(env, b, node)?, None))
     }
 
     pub fn load_all(&self, env: Env<'_>, b: BlockNum, node: Node) -> Result<Node> {
@@ -359,6 +374,18 @@ impl State {
     pub fn put_dirty(&mut self, b: BlockNum, mut node: Node) {
         node.mark_modified();
         self.cache.put(b, node, true);
+    }
+
+    /// Puts back a node that was dirty when taken
+    /// ([`Self::take_full_tallied`]), with the tally kept as it changed.
+    /// Its partitions have no places on disk already (it was modified
+    /// before), so none is visited to forget them.
+    pub fn put_dirty_tallied(&mut self, b: BlockNum, node: Node, tally: Tally) {
+        debug_assert!(node
+            .parts
+            .iter()
+            .all(|p| p.disk.is_none() && p.summary.is_none()));
+        self.cache.put_tallied(b, node, tally);
     }
 
     /// Puts a node back unchanged.
