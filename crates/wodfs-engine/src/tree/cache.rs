@@ -58,6 +58,17 @@ impl CacheEntry {
     pub fn mem_bytes(&self) -> usize {
         self.accounted.load(Ordering::Relaxed)
     }
+
+    /// The node's content bytes ([`Node::content_bytes`]), from its tally
+    /// while that is exact (dirty) instead of a pass over its partitions.
+    pub fn content_bytes(&self) -> usize {
+        if self.dirty {
+            debug_assert_eq!(self.tally.content, self.node.content_bytes());
+            self.tally.content
+        } else {
+            self.node.content_bytes()
+        }
+    }
 }
 
 impl Clone for CacheEntry {

@@ -740,7 +740,7 @@ impl State {
         }
         let child = node.children[i].child;
         let small = match self.cache.get(child) {
-            Some(e) if e.node.is_leaf() => e.node.content_bytes() < env.cfg.node_bytes / 4,
+            Some(e) if e.node.is_leaf() => e.content_bytes() < env.cfg.node_bytes / 4,
             Some(e) => e.node.children.len() < (env.cfg.fanout / 4).max(2),
             None => false,
         };
