@@ -97,37 +97,33 @@ def markdown(run):
             cell += f" (WA {r['dev_write_bytes'] / r['logical_write_bytes']:.2f})"
         return cell
 
-    device_fs = _fs_with(fs_order, results, "dev_write_bytes")
-    if device_fs:
-        lines += _per_fs_table(
-            "Device traffic until durable (MiB written / MiB read; WA = device bytes written / logical bytes written)",
-            table,
-            device_fs,
-            device_cell,
-        )
-
     def cpu_cell(r):
         daemon = f"{r['daemon_cpu_s']:.2f} / " if r["daemon_cpu_s"] is not None else ""
         return f"{daemon}{r['machine_cpu_s']:.2f}"
 
-    lines += _per_fs_table(
-        "CPU seconds (FUSE daemon user+system where there is one / whole machine busy time)",
-        table,
-        fs_order,
-        cpu_cell,
-    )
+    def rss_cell(r):
+        return f"{r['daemon_peak_rss_bytes'] / MIB:.0f}" if r.get("daemon_peak_rss_bytes") else None
 
-    # The FUSE daemons' resident peak (`VmHWM`) at the end of each step. A
-    # daemon is started by each step's remount, so this is the step's peak
-    # (with its mount and the sync after it).
-    rss_fs = _fs_with(fs_order, results, "daemon_peak_rss_bytes")
-    if rss_fs:
-        lines += _per_fs_table(
-            "FUSE daemon resident peak (MiB, VmHWM)",
-            table,
-            rss_fs,
-            lambda r: f"{r['daemon_peak_rss_bytes'] / MIB:.0f}" if r.get("daemon_peak_rss_bytes") else None,
-        )
+    # Each table lists the file systems that have its measure. The FUSE
+    # daemons' resident peak (`VmHWM`) is taken at the end of each step;
+    # a daemon is started by each step's remount, so it is the step's
+    # peak (with its mount and the sync after it).
+    per_fs_tables = [
+        (
+            "Device traffic until durable (MiB written / MiB read; WA = device bytes written / logical bytes written)",
+            _fs_with(fs_order, results, "dev_write_bytes"),
+            device_cell,
+        ),
+        (
+            "CPU seconds (FUSE daemon user+system where there is one / whole machine busy time)",
+            fs_order,
+            cpu_cell,
+        ),
+        ("FUSE daemon resident peak (MiB, VmHWM)", _fs_with(fs_order, results, "daemon_peak_rss_bytes"), rss_cell),
+    ]
+    for title, fs_list, cell in per_fs_tables:
+        if fs_list:
+            lines += _per_fs_table(title, table, fs_list, cell)
 
     repeated = [r for r in results if r.get("repeats")]
     if repeated:
