@@ -202,8 +202,8 @@ impl Cache {
     /// Is `b` cached, fully loaded and already dirty? Then a message can
     /// go straight into it at no I/O cost: it is written back anyway.
     /// (A clean child is not cheap: dirtying it for one small message
-    /// would cost a whole node write, the cost buffering exists to avoid.)
-    /// (Every dirty node is fully loaded: the writer changes only fully
+    /// would cost a whole node write, the cost buffering exists to avoid.
+    /// Every dirty node is fully loaded: the writer changes only fully
     /// loaded nodes, and a dirty one is never stripped.)
     pub fn is_cheap_target(&self, b: BlockNum) -> bool {
         self.map.lock().get(&b).is_some_and(|e| {
@@ -218,9 +218,10 @@ impl Cache {
         self.insert(b, self.account(node, dirty, tally))
     }
 
-    /// Inserts a dirty node whose tally the writer kept as it changed it
-    /// ([`Cache::take_tallied`]): a leaf of hundreds of basements that
-    /// took a few messages is not visited whole to count it again.
+    /// Inserts a dirty node with its tally, which the writer kept as it
+    /// changed it ([`Cache::take_tallied`]) or counted already: a leaf of
+    /// hundreds of basements that took a few messages is not visited
+    /// whole to count it again.
     pub fn put_tallied(&self, b: BlockNum, node: Node, tally: Tally) -> Arc<CacheEntry> {
         debug_assert_eq!(tally, node.tally(), "a kept tally went stale");
         self.insert(b, self.account(node, true, tally))

@@ -376,10 +376,10 @@ impl State {
         self.cache.put(b, node, true);
     }
 
-    /// Puts back a node that was dirty when taken
-    /// ([`Self::take_full_tallied`]), with the tally kept as it changed.
-    /// Its partitions have no places on disk already (it was modified
-    /// before), so none is visited to forget them.
+    /// Puts back a changed node whose partitions have no places on disk
+    /// (it was dirty when taken, [`Self::take_full_tallied`], or
+    /// [`Node::mark_modified`] ran), with its tally: none of its
+    /// partitions is visited again to forget a place or to count it.
     pub fn put_dirty_tallied(&mut self, b: BlockNum, node: Node, tally: Tally) {
         debug_assert!(node
             .parts

@@ -522,7 +522,7 @@ impl State {
     /// `kept`: its tally when it was taken, if it was dirty.
     ///
     /// A leaf that was dirty is put back at a cost in the basements the
-    /// change touched, not in all of them: with a log large enough that
+    /// change touched, not in all of them (a clean one is counted once): with a log large enough that
     /// checkpoints are rare, leaves stay dirty and every skip-down into
     /// one paid for its hundreds of basements (finding its size, its
     /// entries and its heap bytes, and reshaping each basement), 11 % of
@@ -536,20 +536,19 @@ impl State {
         change: LeafChange,
         kept: Option<Tally>,
     ) -> Result<Splits> {
+        // `apply_to_leaf` reshaped the basements it changed; the others
+        // were shaped when they last changed.
         let tally = match kept {
-            // Its other basements were shaped when they last changed.
             Some(t) => t.replaced(change.before, change.after),
+            // Taken clean: its partitions' places on disk go now, and it
+            // is counted once, here (the put below trusts the count).
             None => {
-                let all = 0..node.parts.len();
-                reshape_basements(&mut node, all, env.cfg.partition_bytes);
+                node.mark_modified();
                 node.tally()
             }
         };
         if tally.content <= env.cfg.node_bytes || tally.entries < 2 {
-            match kept {
-                Some(_) => self.put_dirty_tallied(b, node, tally),
-                None => self.put_dirty(b, node),
-            }
+            self.put_dirty_tallied(b, node, tally);
             return Ok(Vec::new());
         }
         if node.parts.len() < 2 {
