@@ -79,6 +79,20 @@ fn one_line_errors_and_fsck_exit_codes() {
         "{}",
         text(&stat)
     );
+    // The log by default: 256 MiB from 4 GiB up, 1/16 of a smaller image.
+    for (size, log) in [("8G", "256"), ("1G", "64"), ("256M", "16")] {
+        let img = t.p(&format!("default-{size}"));
+        let o = wodfs(&["mkfs", &img, "--size", size]);
+        assert!(o.status.success(), "{}", text(&o));
+        let stat = wodfs(&["stat", &img]);
+        assert!(
+            text(&stat)
+                .lines()
+                .any(|l| l.starts_with("log ") && l.ends_with(&format!(" {log} MiB"))),
+            "{size}: {}",
+            text(&stat)
+        );
+    }
     std::fs::create_dir_all(t.p("mnt")).unwrap();
     mkfs(&t.p("img"));
     let o = wodfs(&["mount", &t.p("img"), &t.p("mnt"), "-o", "frobnicate"]);
