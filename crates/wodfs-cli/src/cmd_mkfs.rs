@@ -12,15 +12,9 @@ use crate::image::Fail;
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]";
 
 /// The log of an image of 4 GiB or more (a smaller one gets 1/16 of its
-/// size). Four times the engine's library default ([`Config::default`]):
-/// the background thread checkpoints once the log is half full, so a
-/// burst of up to 128 MiB (a git clone logs about 60) runs without a
-/// checkpoint, and more of what is deleted soon after it is written
-/// never reaches a node (Postmark: 12 % fewer device bytes). It cost
-/// TokuBench 8-15 % until a skip-down into a dirty leaf stopped visiting
-/// the whole leaf (session 30); now nothing measurable
-/// (`bench/RESULTS.md`, session 31). Recovery replays up to 3/4 of the
-/// log: 1.7 s for a full one here.
+/// size); four times the engine's library default ([`Config::default`]).
+/// Why this size, and what it was measured against:
+/// `docs/ARCHITECTURE.md`, "Durability", Recovery.
 const LOG_BYTES: u64 = 256 << 20;
 
 /// Runs `mkfs`.

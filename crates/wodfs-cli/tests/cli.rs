@@ -20,6 +20,20 @@ fn mkfs(img: &str) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// `mkfs IMAGE ARGS...` succeeds and `stat` shows a log of `log_mib`.
+fn assert_mkfs_log(img: &str, args: &[&str], log_mib: u64) {
+    let o = wodfs(&[&["mkfs", img][..], args].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let stat = wodfs(&["stat", img]);
+    assert!(
+        text(&stat)
+            .lines()
+            .any(|l| l.starts_with("log ") && l.ends_with(&format!(" {log_mib} MiB"))),
+        "{args:?}: {}",
+        text(&stat)
+    );
+}
+
 #[test]
 fn mkfs_stat_fsck_on_a_fresh_image() {
     let t = Tmp::new("fresh");
@@ -69,29 +83,10 @@ fn one_line_errors_and_fsck_exit_codes() {
             text(&o)
         );
     }
-    let o = wodfs(&["mkfs", &t.p("logged"), "--size", "256M", "--log-mib", "32"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let stat = wodfs(&["stat", &t.p("logged")]);
-    assert!(
-        text(&stat)
-            .lines()
-            .any(|l| l.starts_with("log ") && l.ends_with(" 32 MiB")),
-        "{}",
-        text(&stat)
-    );
+    assert_mkfs_log(&t.p("logged"), &["--size", "256M", "--log-mib", "32"], 32);
     // The log by default: 256 MiB from 4 GiB up, 1/16 of a smaller image.
-    for (size, log) in [("8G", "256"), ("1G", "64"), ("256M", "16")] {
-        let img = t.p(&format!("default-{size}"));
-        let o = wodfs(&["mkfs", &img, "--size", size]);
-        assert!(o.status.success(), "{}", text(&o));
-        let stat = wodfs(&["stat", &img]);
-        assert!(
-            text(&stat)
-                .lines()
-                .any(|l| l.starts_with("log ") && l.ends_with(&format!(" {log} MiB"))),
-            "{size}: {}",
-            text(&stat)
-        );
+    for (size, log_mib) in [("8G", 256), ("1G", 64), ("256M", 16)] {
+        assert_mkfs_log(&t.p(&format!("default-{size}")), &["--size", size], log_mib);
     }
     std::fs::create_dir_all(t.p("mnt")).unwrap();
     mkfs(&t.p("img"));

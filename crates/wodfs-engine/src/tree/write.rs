@@ -522,11 +522,12 @@ impl State {
     /// `kept`: its tally when it was taken, if it was dirty.
     ///
     /// A leaf that was dirty is put back at a cost in the basements the
-    /// change touched, not in all of them (a clean one is counted once): with a log large enough that
-    /// checkpoints are rare, leaves stay dirty and every skip-down into
-    /// one paid for its hundreds of basements (finding its size, its
-    /// entries and its heap bytes, and reshaping each basement), 11 % of
-    /// the daemon's CPU in TokuBench with a 256 MiB log.
+    /// change touched, not in all of them (a clean one is counted once):
+    /// with a log large enough that checkpoints are rare, leaves stay
+    /// dirty and every skip-down into one paid for its hundreds of
+    /// basements (finding its size, its entries and its heap bytes, and
+    /// reshaping each basement), 11 % of the daemon's CPU in TokuBench
+    /// with a 256 MiB log.
     fn finish_leaf(
         &mut self,
         env: Env<'_>,
