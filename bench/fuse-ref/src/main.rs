@@ -16,9 +16,11 @@ mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-const USAGE: &str = "usage: fuse-ref nullfs [--threads N] MOUNTPOINT
-       fuse-ref passthrough [--threads N] BACKING_DIR MOUNTPOINT";
+const USAGE: &str = "usage: fuse-ref nullfs [--threads N] [--poll-us US] MOUNTPOINT
+       fuse-ref passthrough [--threads N] [--poll-us US] BACKING_DIR MOUNTPOINT
+  --poll-us: poll /dev/fuse this long after a request (wodfs's -o poll; 0 off)";
 
 fn main() -> ExitCode {
     logger::init();
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let mut threads = 1usize;
+    let mut poll_us = wodfs_fuse::poll::DEFAULT_POLL_IDLE.as_micros() as u64;
     let mut positional: Vec<PathBuf> = Vec::new();
     while let Some(arg) = args.next() {
         if arg == "--threads" {
@@ -38,6 +41,14 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
+        } else if arg == "--poll-us" {
+            match args.next().and_then(|n| n.to_str()?.parse().ok()) {
+                Some(us) => poll_us = us,
+                None => {
+                    eprintln!("--poll-us needs a number of microseconds\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
         } else if arg == "--help" || arg == "-h" {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -45,13 +56,18 @@ fn main() -> ExitCode {
             positional.push(PathBuf::from(arg));
         }
     }
+    let poll_idle = Duration::from_micros(poll_us);
     let served = match (command.to_str(), positional.as_slice()) {
-        (Some("nullfs"), [mountpoint]) => {
-            serve::serve(nullfs::NullFs::new(), mountpoint, "nullfs", threads)
-        }
+        (Some("nullfs"), [mountpoint]) => serve::serve(
+            nullfs::NullFs::new(),
+            mountpoint,
+            "nullfs",
+            threads,
+            poll_idle,
+        ),
         (Some("passthrough"), [backing, mountpoint]) => {
             match passthrough::Passthrough::new(backing) {
-                Ok(fs) => serve::serve(fs, mountpoint, "passthrough", threads),
+                Ok(fs) => serve::serve(fs, mountpoint, "passthrough", threads, poll_idle),
                 Err(error) => Err(error),
             }
         }

@@ -1,13 +1,19 @@
 //! Mounting, serving and clean unmounting on SIGTERM/SIGINT/SIGHUP.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use fuser::{Filesystem, Session};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+
+use wodfs_fuse::poll::DevicePoll;
+use wodfs_fuse::polled::Polled;
 
 use crate::common::mount_config;
 
@@ -20,9 +26,14 @@ pub fn serve<FS: Filesystem>(
     mountpoint: &Path,
     subtype: &str,
     threads: usize,
+    poll_idle: Duration,
 ) -> io::Result<()> {
     let config = mount_config(subtype, threads);
-    let mut session = Session::new(fs, mountpoint, &config)?;
+    // wodfs's request loop: polls the device between close requests.
+    let device_poll = DevicePoll::new(Some(poll_idle).filter(|_| threads <= 1));
+    let polled = Polled::new(fs, Arc::clone(&device_poll));
+    let mut session = Session::new(polled, mountpoint, &config)?;
+    device_poll.attach(session.as_fd())?;
     let ra_mount = mountpoint.to_path_buf();
     // Runs once the request loop below has answered INIT.
     let readahead = thread::Builder::new()
@@ -53,7 +64,9 @@ pub fn serve<FS: Filesystem>(
                 }
             }
         })?;
+    let poll_watcher = device_poll.start()?;
     let served = session.run();
+    poll_watcher.stop();
     let _ = readahead.join();
     signals_handle.close();
     if watcher.join().is_err() {

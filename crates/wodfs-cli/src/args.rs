@@ -36,6 +36,9 @@ pub struct MountOpts {
     pub checkpoint_secs: u64,
     /// Request threads.
     pub threads: usize,
+    /// Microseconds the request thread polls the FUSE device after the
+    /// last request before it sleeps (`poll=US`; 0 never polls).
+    pub poll_us: u64,
     /// `remount`: change flags of an existing mount (done by the kernel).
     pub remount: bool,
     /// Update access times on read (relatime rules); `noatime` turns off.
@@ -58,6 +61,7 @@ impl Default for MountOpts {
             cache_bytes: 256 << 20,
             checkpoint_secs: 60,
             threads: 1,
+            poll_us: wodfs_fuse::poll::DEFAULT_POLL_IDLE.as_micros() as u64,
             remount: false,
             relatime: true,
             strictatime: false,
@@ -67,6 +71,10 @@ impl Default for MountOpts {
         }
     }
 }
+
+/// The longest `poll=`: a second of polling after every burst would be a
+/// busy loop, not a latency trade.
+const MAX_POLL_US: u64 = 100_000;
 
 /// Options mount(8) and fstab pass that need nothing from us.
 const IGNORED: &[&str] = &[
@@ -136,6 +144,16 @@ impl MountOpts {
                         .filter(|&n| n >= 1)
                         .ok_or_else(|| format!("bad thread count {value:?}"))?;
                 }
+                "poll" => {
+                    self.poll_us = value
+                        .ok_or_else(missing)?
+                        .parse()
+                        .ok()
+                        .filter(|&us| us <= MAX_POLL_US)
+                        .ok_or_else(|| {
+                            format!("bad poll time {value:?}: microseconds, 0 to {MAX_POLL_US}")
+                        })?;
+                }
                 k if IGNORED.contains(&k) || k.starts_with("x-") || k.starts_with("comment") => {}
                 "subtype" | "fsname" => {}
                 _ => return Err(format!("unknown mount option {opt:?}")),
@@ -166,6 +184,14 @@ mod tests {
         assert!(!o.writeback);
         assert_eq!(o.cache_bytes, 64 << 20);
         assert_eq!(o.threads, 2);
+        assert_eq!(o.poll_us, 500);
+        o.apply("poll=0").unwrap();
+        assert_eq!(o.poll_us, 0);
+        o.apply("poll=2000").unwrap();
+        assert_eq!(o.poll_us, 2000);
+        assert!(o.apply("poll").is_err());
+        assert!(o.apply("poll=-1").is_err());
+        assert!(o.apply("poll=100001").is_err());
         assert!(o.apply("bogus").is_err());
         assert!(o.apply("cache").is_err());
     }

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::Duration;
 
 use wodfs_fs::FsOptions;
 use wodfs_fuse::MountOptions;
@@ -122,6 +123,7 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         checkpoint_secs: opts.checkpoint_secs,
         log_sync_ms: 1000,
         threads: opts.threads,
+        poll_idle: Some(Duration::from_micros(opts.poll_us)),
         counters: Default::default(),
     };
     log::info!(

@@ -39,7 +39,7 @@ static ALLOCATOR: count_alloc::CountingOver<mimalloc::MiMalloc> =
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
             options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
-                     noatime, strictatime, dev, suid, noexec
+                     poll=US, noatime, strictatime, dev, suid, noexec
        wodfs sync DIR
        wodfs stat IMAGE
        wodfs fsck IMAGE";

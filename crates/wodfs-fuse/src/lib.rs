@@ -48,6 +48,8 @@ mod adapter;
 mod convert;
 mod notify;
 pub mod pending;
+pub mod poll;
+pub mod polled;
 mod read_worker;
 pub mod readahead;
 mod serve;

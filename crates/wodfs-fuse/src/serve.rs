@@ -2,6 +2,7 @@
 //! SIGTERM/SIGINT/SIGHUP.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use wodfs_fs::Fs;
 use crate::adapter::{AdapterOptions, RequestCounters, WodFuse};
 use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
+use crate::poll::{DevicePoll, DEFAULT_POLL_IDLE};
+use crate::polled::Polled;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -41,6 +44,10 @@ pub struct MountOptions {
     pub log_sync_ms: u64,
     /// Request-loop threads.
     pub threads: usize,
+    /// Poll the FUSE device until this long after the last request instead
+    /// of sleeping on it (`poll.rs`); `None` or zero: never poll. Only
+    /// with one request thread.
+    pub poll_idle: Option<Duration>,
     /// Request counters the adapter updates.
     pub counters: Arc<RequestCounters>,
 }
@@ -57,6 +64,7 @@ impl Default for MountOptions {
             checkpoint_secs: 60,
             log_sync_ms: 1000,
             threads: 1,
+            poll_idle: Some(DEFAULT_POLL_IDLE),
             counters: Arc::default(),
         }
     }
@@ -113,7 +121,10 @@ pub fn serve(
         },
         Arc::clone(&pending),
     );
-    let mut session = Session::new(adapter, mountpoint, &fuser_config(opts))?;
+    let device_poll = DevicePoll::new(opts.poll_idle.filter(|_| opts.threads <= 1));
+    let polled = Polled::new(adapter, Arc::clone(&device_poll));
+    let mut session = Session::new(polled, mountpoint, &fuser_config(opts))?;
+    device_poll.attach(session.as_fd())?;
     kernel.connect(session.notifier());
     let ra_mount = mountpoint.to_path_buf();
     // Runs once the request loop below has answered INIT.
@@ -150,7 +161,14 @@ pub fn serve(
     // Writers' back-pressure is paid on its own thread, so the request
     // thread is never stopped for long (`wodfs_fs::BackPressureWorker`).
     let back_pressure = fs.start_back_pressure_worker();
+    let poll_watcher = device_poll.start()?;
     let served = session.run();
+    poll_watcher.stop();
+    log::info!(
+        "{} requests; the device was polled in {} bursts",
+        device_poll.arrivals(),
+        device_poll.bursts()
+    );
     let _ = readahead.join();
     pending.flush_all(&fs);
     back_pressure.stop();

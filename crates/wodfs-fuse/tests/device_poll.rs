@@ -1,0 +1,70 @@
+//! The request thread polls /dev/fuse while requests keep coming and goes
+//! back to blocking reads when they stop (`poll.rs`), seen from outside:
+//! the open file's flags in `/proc/self/fdinfo`. One test in this binary,
+//! so the process holds one FUSE device.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{mkfs, mount, Scratch};
+
+/// `O_NONBLOCK` in fdinfo's octal `flags`.
+const O_NONBLOCK: u32 = 0o4000;
+
+/// Whether this process's FUSE device is in non-blocking mode.
+fn device_polling() -> bool {
+    let mut found = None;
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if target.as_os_str() != "/dev/fuse" {
+            continue;
+        }
+        let fd = entry.file_name();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.to_string_lossy()))
+            .unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        // Every descriptor of the device shares one open file.
+        let polling = flags & O_NONBLOCK != 0;
+        assert!(found.is_none_or(|p| p == polling));
+        found = Some(polling);
+    }
+    found.expect("no /dev/fuse descriptor in this process")
+}
+
+#[test]
+fn requests_make_the_device_poll_and_idleness_makes_it_block() {
+    require_fuse!();
+    let s = Scratch::new("device-poll");
+    mkfs(&s.image(), 256 << 20);
+    let m = mount(&s.image(), &s.mnt(), false);
+    std::fs::write(s.mnt().join("f"), b"x").unwrap();
+
+    // A request's own thread turns polling on before it answers, so right
+    // after a LOOKUP (a name the kernel has not seen) the device polls,
+    // unless this thread was held off the CPU for a whole idle period: try
+    // a few times.
+    let polled = (0..200).any(|i| {
+        let missing = std::fs::metadata(s.mnt().join(format!("missing-{i}")));
+        assert!(missing.is_err());
+        device_polling()
+    });
+    assert!(polled, "the device never polled while requests came");
+
+    // Idle: the watcher makes reads block again, so an idle daemon sleeps.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while device_polling() {
+        assert!(Instant::now() < deadline, "still polling after 10 s idle");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // And the mount still answers after a blocking read.
+    assert_eq!(std::fs::read(s.mnt().join("f")).unwrap(), b"x");
+    m.unmount();
+}
