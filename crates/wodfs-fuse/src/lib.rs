@@ -24,6 +24,10 @@
 //!   ([`readahead`]), and READs of 256 KiB or more go to a second thread
 //!   when it is idle (`read_worker.rs`): a window's two 1 MiB READs are
 //!   answered at once.
+//! * While requests keep coming, the request thread polls `/dev/fuse`
+//!   instead of sleeping on it ([`poll`], [`polled`]; `-o poll=US`): on
+//!   this guest a sleeping CPU halts, and waking it cost more than most
+//!   requests take.
 //! * `allow_other` + `default_permissions`: the kernel checks permissions.
 //! * Every request handler runs under `catch_unwind`: a panic answers EIO
 //!   for that request and is logged; the mount survives.
