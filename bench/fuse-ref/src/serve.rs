@@ -64,7 +64,7 @@ pub fn serve<FS: Filesystem>(
                 }
             }
         })?;
-    let poll_watcher = device_poll.start()?;
+    let poll_watcher = device_poll.start();
     let served = session.run();
     poll_watcher.stop();
     let _ = readahead.join();

@@ -161,13 +161,14 @@ pub fn serve(
     // Writers' back-pressure is paid on its own thread, so the request
     // thread is never stopped for long (`wodfs_fs::BackPressureWorker`).
     let back_pressure = fs.start_back_pressure_worker();
-    let poll_watcher = device_poll.start()?;
+    let poll_watcher = device_poll.start();
     let served = session.run();
     poll_watcher.stop();
     log::info!(
-        "{} requests; the device was polled in {} bursts",
+        "{} requests; the device was polled in {} bursts, {} of them cut short for a busy CPU",
         device_poll.arrivals(),
-        device_poll.bursts()
+        device_poll.bursts(),
+        device_poll.hold_offs()
     );
     let _ = readahead.join();
     pending.flush_all(&fs);

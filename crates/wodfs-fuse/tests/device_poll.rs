@@ -24,8 +24,8 @@ fn device_polling() -> bool {
             continue;
         }
         let fd = entry.file_name();
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.to_string_lossy()))
-            .unwrap();
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.to_string_lossy())).unwrap();
         let flags = info
             .lines()
             .find_map(|l| l.strip_prefix("flags:"))
