@@ -394,9 +394,12 @@ mod tests {
             "idle: blocking again"
         );
         assert!(!poll.is_polling());
-        poll.arrived();
-        assert!(nonblocking(dev.as_fd()));
-        assert_eq!(poll.bursts(), 2);
+        // Again (after a hold-off, if waiting for a CPU caused one).
+        assert!(eventually(|| {
+            poll.arrived();
+            nonblocking(dev.as_fd())
+        }));
+        assert!(poll.bursts() >= 2);
         watcher.stop();
         assert!(
             !nonblocking(dev.as_fd()),
@@ -414,12 +417,17 @@ mod tests {
         poll.attach(dev.as_fd()).unwrap();
         let watcher = poll.start();
         // 50 requests 10 ms apart: 500 ms, more than two idle periods.
+        // Only a hold-off (this thread kept from its CPU on a loaded
+        // machine) may interrupt it.
         for _ in 0..50 {
             poll.arrived();
             thread::sleep(Duration::from_millis(10));
-            assert!(nonblocking(dev.as_fd()));
+            assert!(nonblocking(dev.as_fd()) || poll.hold_offs() > 0);
         }
-        assert_eq!(poll.bursts(), 1, "one burst, one switch");
+        assert!(
+            poll.bursts() <= 1 + poll.hold_offs(),
+            "one switch per burst"
+        );
         drop(watcher);
         assert!(!nonblocking(dev.as_fd()));
     }
