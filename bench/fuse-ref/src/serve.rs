@@ -1,19 +1,16 @@
 //! Mounting, serving and clean unmounting on SIGTERM/SIGINT/SIGHUP.
 
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fuser::{Filesystem, Session};
+use fuser::Filesystem;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use wodfs_fuse::poll::DevicePoll;
-use wodfs_fuse::polled::Polled;
+use wodfs_fuse::polled::mount_polled;
 
 use crate::common::mount_config;
 
@@ -30,10 +27,7 @@ pub fn serve<FS: Filesystem>(
 ) -> io::Result<()> {
     let config = mount_config(subtype, threads);
     // wodfs's request loop: polls the device between close requests.
-    let device_poll = DevicePoll::new(Some(poll_idle).filter(|_| threads <= 1));
-    let polled = Polled::new(fs, Arc::clone(&device_poll));
-    let mut session = Session::new(polled, mountpoint, &config)?;
-    device_poll.attach(session.as_fd())?;
+    let (mut session, device_poll) = mount_polled(fs, mountpoint, &config, Some(poll_idle))?;
     let ra_mount = mountpoint.to_path_buf();
     // Runs once the request loop below has answered INIT.
     let readahead = thread::Builder::new()

@@ -360,6 +360,31 @@ mod tests {
     /// others' polling give way: one test at a time.
     static SERIAL: Mutex<()> = Mutex::new(());
 
+    /// A socket standing in for the device (and its peer, kept open),
+    /// polled after `idle`, with the watcher running; holds `SERIAL`.
+    struct Started {
+        _serial: parking_lot::MutexGuard<'static, ()>,
+        dev: UnixStream,
+        _peer: UnixStream,
+        poll: Arc<DevicePoll>,
+        watcher: PollWatcher,
+    }
+
+    fn started(idle: Duration) -> Started {
+        let serial = SERIAL.lock();
+        let (dev, peer) = UnixStream::pair().unwrap();
+        let poll = DevicePoll::new(Some(idle));
+        poll.attach(dev.as_fd()).unwrap();
+        let watcher = poll.start();
+        Started {
+            _serial: serial,
+            dev,
+            _peer: peer,
+            poll,
+            watcher,
+        }
+    }
+
     fn nonblocking(fd: BorrowedFd<'_>) -> bool {
         fcntl_getfl(fd).unwrap().contains(OFlags::NONBLOCK)
     }
@@ -378,63 +403,55 @@ mod tests {
 
     #[test]
     fn a_request_turns_polling_on_and_idleness_turns_it_off() {
-        let _serial = SERIAL.lock();
-        let (dev, _peer) = UnixStream::pair().unwrap();
-        let poll = DevicePoll::new(Some(Duration::from_millis(5)));
-        poll.attach(dev.as_fd()).unwrap();
-        let watcher = poll.start();
+        let s = started(Duration::from_millis(5));
         assert!(
-            !nonblocking(dev.as_fd()),
+            !nonblocking(s.dev.as_fd()),
             "blocking until the first request"
         );
-        poll.arrived();
+        s.poll.arrived();
         assert!(
-            nonblocking(dev.as_fd()),
+            nonblocking(s.dev.as_fd()),
             "the request's own thread turns polling on"
         );
-        assert!(poll.is_polling());
+        assert!(s.poll.is_polling());
         // The flag is the open file's: the caller's descriptor sees it.
         assert!(
-            eventually(|| !nonblocking(dev.as_fd())),
+            eventually(|| !nonblocking(s.dev.as_fd())),
             "idle: blocking again"
         );
-        assert!(!poll.is_polling());
+        assert!(!s.poll.is_polling());
         // Again (after a hold-off, if waiting for a CPU caused one).
         assert!(eventually(|| {
-            poll.arrived();
-            nonblocking(dev.as_fd())
+            s.poll.arrived();
+            nonblocking(s.dev.as_fd())
         }));
-        assert!(poll.bursts() >= 2);
-        watcher.stop();
+        assert!(s.poll.bursts() >= 2);
+        s.watcher.stop();
         assert!(
-            !nonblocking(dev.as_fd()),
+            !nonblocking(s.dev.as_fd()),
             "stopping leaves the device blocking"
         );
-        poll.arrived();
-        assert!(!nonblocking(dev.as_fd()), "no polling after stop");
+        s.poll.arrived();
+        assert!(!nonblocking(s.dev.as_fd()), "no polling after stop");
     }
 
     #[test]
     fn requests_closer_than_the_idle_period_keep_it_polling() {
-        let _serial = SERIAL.lock();
-        let (dev, _peer) = UnixStream::pair().unwrap();
-        let poll = DevicePoll::new(Some(Duration::from_millis(200)));
-        poll.attach(dev.as_fd()).unwrap();
-        let watcher = poll.start();
+        let s = started(Duration::from_millis(200));
         // 50 requests 10 ms apart: 500 ms, more than two idle periods.
         // Only a hold-off (this thread kept from its CPU on a loaded
         // machine) may interrupt it.
         for _ in 0..50 {
-            poll.arrived();
+            s.poll.arrived();
             thread::sleep(Duration::from_millis(10));
-            assert!(nonblocking(dev.as_fd()) || poll.hold_offs() > 0);
+            assert!(nonblocking(s.dev.as_fd()) || s.poll.hold_offs() > 0);
         }
         assert!(
-            poll.bursts() <= 1 + poll.hold_offs(),
+            s.poll.bursts() <= 1 + s.poll.hold_offs(),
             "one switch per burst"
         );
-        drop(watcher);
-        assert!(!nonblocking(dev.as_fd()));
+        drop(s.watcher);
+        assert!(!nonblocking(s.dev.as_fd()));
     }
 
     #[test]
@@ -467,23 +484,19 @@ mod tests {
 
     #[test]
     fn bulk_reads_and_writes_do_not_poll() {
-        let _serial = SERIAL.lock();
-        let (dev, _peer) = UnixStream::pair().unwrap();
-        let poll = DevicePoll::new(Some(Duration::from_millis(5)));
-        poll.attach(dev.as_fd()).unwrap();
-        let watcher = poll.start();
-        poll.arrived_sized(BULK_BYTES);
-        assert!(!nonblocking(dev.as_fd()));
-        poll.arrived_sized(BULK_BYTES - 1);
-        assert!(nonblocking(dev.as_fd()));
+        let s = started(Duration::from_millis(5));
+        s.poll.arrived_sized(BULK_BYTES);
+        assert!(!nonblocking(s.dev.as_fd()));
+        s.poll.arrived_sized(BULK_BYTES - 1);
+        assert!(nonblocking(s.dev.as_fd()));
         // A stream of bulk requests alone lets polling end.
         assert!(eventually(|| {
-            poll.arrived_sized(1 << 20);
-            !nonblocking(dev.as_fd())
+            s.poll.arrived_sized(1 << 20);
+            !nonblocking(s.dev.as_fd())
         }));
-        assert_eq!(poll.bursts(), 1);
-        assert!(poll.arrivals() >= 3);
-        watcher.stop();
+        assert_eq!(s.poll.bursts(), 1);
+        assert!(s.poll.arrivals() >= 3);
+        s.watcher.stop();
     }
 
     #[test]
@@ -498,11 +511,7 @@ mod tests {
 
     #[test]
     fn a_contended_cpu_stops_polling() {
-        let _serial = SERIAL.lock();
-        let (dev, _peer) = UnixStream::pair().unwrap();
-        let poll = DevicePoll::new(Some(Duration::from_millis(20)));
-        poll.attach(dev.as_fd()).unwrap();
-        let watcher = poll.start();
+        let s = started(Duration::from_millis(20));
         // This thread polls; a busy thread per CPU (and one more) keeps it
         // waiting on the run queue while it keeps requests coming.
         let cpus = thread::available_parallelism().map_or(2, |n| n.get());
@@ -518,18 +527,18 @@ mod tests {
             })
             .collect();
         let held_off = eventually(|| {
-            poll.arrived();
+            s.poll.arrived();
             let spin_until = Instant::now() + Duration::from_millis(1);
             while Instant::now() < spin_until {
                 std::hint::spin_loop();
             }
-            poll.hold_offs() > 0
+            s.poll.hold_offs() > 0
         });
         done.store(true, Ordering::Relaxed);
         for hog in hogs {
             hog.join().unwrap();
         }
         assert!(held_off, "polling never gave way to busy threads");
-        watcher.stop();
+        s.watcher.stop();
     }
 }

@@ -9,16 +9,17 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Filesystem, INodeNo, IoctlFlags,
-    KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
-    ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Config, CopyFileRangeFlags, FileHandle, Filesystem, INodeNo,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, Session, TimeOrNow, WriteFlags,
 };
 
 use crate::poll::DevicePoll;
@@ -30,11 +31,26 @@ pub struct Polled<F> {
     device: Arc<DevicePoll>,
 }
 
-impl<F> Polled<F> {
-    /// Wraps `inner`; `device` is attached to the session later.
-    pub fn new(inner: F, device: Arc<DevicePoll>) -> Polled<F> {
-        Polled { inner, device }
-    }
+/// Mounts `fs` (fuser's `Session::new`) with each request noted by a
+/// [`DevicePoll`] attached to the new session, which polls after a request
+/// until `idle` has passed without one. Polling is off (`idle` ignored)
+/// with more than one request thread: every thread would poll. Start the
+/// watcher ([`DevicePoll::start`]) just before running the session.
+pub fn mount_polled<F: Filesystem>(
+    fs: F,
+    mountpoint: &Path,
+    config: &Config,
+    idle: Option<Duration>,
+) -> io::Result<(Session<Polled<F>>, Arc<DevicePoll>)> {
+    let one_thread = config.n_threads.unwrap_or(1) <= 1;
+    let device = DevicePoll::new(idle.filter(|_| one_thread));
+    let polled = Polled {
+        inner: fs,
+        device: Arc::clone(&device),
+    };
+    let session = Session::new(polled, mountpoint, config)?;
+    device.attach(session.as_fd())?;
+    Ok((session, device))
 }
 
 /// Each listed request: note it, then hand it on unchanged. READ and

@@ -2,14 +2,13 @@
 //! SIGTERM/SIGINT/SIGHUP.
 
 use std::io;
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fuser::{MountOption, Session, SessionACL};
+use fuser::{MountOption, SessionACL};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use wodfs_engine::BackgroundConfig;
@@ -18,8 +17,8 @@ use wodfs_fs::Fs;
 use crate::adapter::{AdapterOptions, RequestCounters, WodFuse};
 use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
-use crate::poll::{DevicePoll, DEFAULT_POLL_IDLE};
-use crate::polled::Polled;
+use crate::poll::DEFAULT_POLL_IDLE;
+use crate::polled::mount_polled;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -121,10 +120,8 @@ pub fn serve(
         },
         Arc::clone(&pending),
     );
-    let device_poll = DevicePoll::new(opts.poll_idle.filter(|_| opts.threads <= 1));
-    let polled = Polled::new(adapter, Arc::clone(&device_poll));
-    let mut session = Session::new(polled, mountpoint, &fuser_config(opts))?;
-    device_poll.attach(session.as_fd())?;
+    let (mut session, device_poll) =
+        mount_polled(adapter, mountpoint, &fuser_config(opts), opts.poll_idle)?;
     kernel.connect(session.notifier());
     let ra_mount = mountpoint.to_path_buf();
     // Runs once the request loop below has answered INIT.
