@@ -569,7 +569,11 @@ impl State {
             // A clean node stays fully loaded in the cache, so its
             // partitions' places are not needed again.
             let (node, _) = self.take_full(env, b)?;
-            self.write_node(env, b, &node)?;
+            if let Err(e) = self.write_node(env, b, &node) {
+                // Kept, dirty: the poisoned store must stay readable.
+                self.cache.put(b, node, true);
+                return Err(e);
+            }
             self.writing.remove(&b);
             self.put_clean(b, node, false);
         }

@@ -46,6 +46,9 @@ pub(crate) struct State {
     pub unbound: super::bind::UnboundList,
     /// Dirty nodes handed to the write-back thread.
     pub writeback: super::writeback::Queued,
+    /// A device error of an eviction in the middle of a flush, kept for
+    /// the operation's own eviction to report (see `State::evict`).
+    pub eviction_failed: Option<crate::Error>,
 }
 
 /// What every tree operation needs besides the state.

@@ -450,7 +450,7 @@ impl State {
         // memory limit: 19 flushes in one batch, heap peak 86 -> 124 MiB
         // for a 48 MiB cache, and the 192 MiB cgroup killed the process).
         if self.over_budget(env) {
-            self.evict(env)?;
+            self.evict_during_flush(env);
         }
         Ok(())
     }
@@ -957,8 +957,28 @@ impl State {
     /// dirty nodes at most one third, because a checkpoint holds the
     /// serialized images of all dirty nodes until they are written; so
     /// nodes plus checkpoint images stay within `cache_bytes`.
+    ///
+    /// A device error of an eviction during the operation's flushes
+    /// ([`State::evict_during_flush`]) is reported here, once.
     pub fn evict(&mut self, env: Env<'_>) -> Result<()> {
+        if let Some(e) = self.eviction_failed.take() {
+            return Err(e);
+        }
         self.evict_with(env, WhenQueueFull::LeaveToWriter)
+    }
+
+    /// [`State::evict`] between the flushes of one operation, whose
+    /// callers hold nodes taken out of the cache: an error returned here
+    /// would drop them on its way up, and the store, poisoned by it but
+    /// still readable, would then read their blocks from extents never
+    /// written. So a device error is kept for the operation's own
+    /// eviction to report, and nothing more is written meanwhile.
+    fn evict_during_flush(&mut self, env: Env<'_>) {
+        if self.eviction_failed.is_none() {
+            if let Err(e) = self.evict_with(env, WhenQueueFull::LeaveToWriter) {
+                self.eviction_failed = Some(e);
+            }
+        }
     }
 
     /// [`State::evict`] for an operation that holds the write lock for as
@@ -1096,7 +1116,15 @@ impl State {
                     self.cache.put(b, node, true);
                     return Ok(());
                 }
-                Err(e) => return Err(e),
+                // The device failed the write: the store is poisoned (no
+                // more writes) but must stay readable, and the block now
+                // points at an extent that holds nothing. The node stays
+                // cached, dirty, so reads find it there and never go to
+                // that extent.
+                Err(e) => {
+                    self.cache.put(b, node, true);
+                    return Err(e);
+                }
             }
         }
         Ok(())
