@@ -11,49 +11,18 @@
 //! cold point query spend most of its time in malloc and free.
 
 use super::bytes::{varint_len, Dec, DecResult, Enc};
+use super::entry_index::{EntryIndex, Span};
 use super::partition::{read_msg, OpRef, PART_BASEMENT, PART_BUFFER};
 use crate::buffer::KEY_OVERHEAD_BYTES;
-use crate::key_cmp::key_cmp;
 use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
-
-/// Where one entry's pieces lie in the raw bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    key_start: u32,
-    key_end: u32,
-    /// Basement: the value's start. Buffer: where the message list starts.
-    rest_start: u32,
-    /// Basement: the value's end. Buffer: where the message list ends.
-    rest_end: u32,
-}
-
-/// Binary search of an index over sorted keys: the first entry `>= key`.
-fn lower_bound(raw: &[u8], index: &[Span], key: &[u8]) -> usize {
-    index.partition_point(|s| key_cmp(&raw[s.key_start as usize..s.key_end as usize], key).is_lt())
-}
-
-/// [`lower_bound`] for a key known to lie at or after entry `from`: a
-/// galloping search from there, a few comparisons when keys are asked in
-/// ascending order close to each other.
-fn lower_bound_from(raw: &[u8], index: &[Span], key: &[u8], from: usize) -> usize {
-    let n = index.len();
-    let key_at = |i: usize| &raw[index[i].key_start as usize..index[i].key_end as usize];
-    let (mut lo, mut step) = (from.min(n), 1);
-    while lo + step <= n && key_cmp(key_at(lo + step - 1), key).is_lt() {
-        lo += step;
-        step *= 2;
-    }
-    let hi = (lo + step).min(n);
-    lo + lower_bound(raw, &index[lo..hi], key)
-}
 
 /// A frozen leaf basement: sorted key/value pairs.
 #[derive(Clone, Debug)]
 pub(crate) struct FrozenBasement {
     raw: Box<[u8]>,
-    index: Vec<Span>,
+    index: EntryIndex,
     /// Leading bytes of every stored key that are not part of the key
     /// (see [`FrozenBasement::strip_keys`]): nonzero, the raw bytes are no
     /// longer this basement's encoding.
@@ -87,6 +56,7 @@ impl FrozenBasement {
             });
         }
         d.finish("basement")?;
+        let index = EntryIndex::new(index, &raw);
         Ok(FrozenBasement {
             raw: raw.into_boxed_slice(),
             index,
@@ -125,8 +95,8 @@ impl FrozenBasement {
         }
         debug_assert_eq!(out.buf.len(), out.buf.capacity());
         FrozenBasement {
+            index: EntryIndex::new(spans, &out.buf),
             raw: out.buf.into_boxed_slice(),
-            index: spans,
             stripped: 0,
         }
     }
@@ -141,10 +111,7 @@ impl FrozenBasement {
     /// index changes, no entry is copied. The basement is then encoded
     /// entry by entry when it is written.
     pub fn strip_keys(&mut self, n: usize) {
-        for s in &mut self.index {
-            debug_assert!((s.key_end - s.key_start) as usize >= n);
-            s.key_start += n as u32;
-        }
+        self.index.strip_keys(n);
         self.stripped += n;
     }
 
@@ -153,18 +120,18 @@ impl FrozenBasement {
     }
 
     pub fn key(&self, i: usize) -> &[u8] {
-        let s = self.index[i];
+        let s = self.index.span(i);
         &self.raw[s.key_start as usize..s.key_end as usize]
     }
 
     pub fn value(&self, i: usize) -> &[u8] {
-        let s = self.index[i];
+        let s = self.index.span(i);
         &self.raw[s.rest_start as usize..s.rest_end as usize]
     }
 
     /// Index of the first entry with key `>= key`.
     pub fn lower_bound(&self, key: &[u8]) -> usize {
-        lower_bound(&self.raw, &self.index, key)
+        self.index.lower_bound(&self.raw, key)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
@@ -175,12 +142,12 @@ impl FrozenBasement {
     /// [`FrozenBasement::lower_bound`] for a key known to lie at or after
     /// entry `from` (a galloping search from there).
     pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
-        lower_bound_from(&self.raw, &self.index, key, from)
+        self.index.lower_bound_from(&self.raw, key, from)
     }
 
     /// Heap bytes held.
     pub fn mem_bytes(&self) -> usize {
-        self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64
+        self.raw.len() + self.index.mem_bytes() + 64
     }
 }
 
@@ -189,7 +156,7 @@ impl FrozenBasement {
 #[derive(Clone, Debug)]
 pub(crate) struct FrozenPoints {
     raw: Box<[u8]>,
-    index: Vec<Span>,
+    index: EntryIndex,
     messages: usize,
     /// Accounting bytes of the point messages, counted as `MsgBuffer`
     /// counts them.
@@ -260,6 +227,7 @@ impl FrozenPoints {
             });
         }
         d.finish("message buffer")?;
+        let index = EntryIndex::new(index, &raw);
         Ok((
             ranges,
             FrozenPoints {
@@ -281,13 +249,13 @@ impl FrozenPoints {
     }
 
     pub fn key(&self, i: usize) -> &[u8] {
-        let s = self.index[i];
+        let s = self.index.span(i);
         &self.raw[s.key_start as usize..s.key_end as usize]
     }
 
     /// The encoded message list of entry `i` (count, then messages).
     pub fn encoded_messages(&self, i: usize) -> &[u8] {
-        let s = self.index[i];
+        let s = self.index.span(i);
         &self.raw[s.rest_start as usize..s.rest_end as usize]
     }
 
@@ -311,7 +279,7 @@ impl FrozenPoints {
 
     /// Index of the first key `>= key`.
     pub fn lower_bound(&self, key: &[u8]) -> usize {
-        lower_bound(&self.raw, &self.index, key)
+        self.index.lower_bound(&self.raw, key)
     }
 
     pub fn find(&self, key: &[u8]) -> Option<usize> {
@@ -322,12 +290,12 @@ impl FrozenPoints {
     /// [`FrozenPoints::lower_bound`] for a key known to lie at or after
     /// entry `from` (a galloping search from there).
     pub fn lower_bound_from(&self, key: &[u8], from: usize) -> usize {
-        lower_bound_from(&self.raw, &self.index, key, from)
+        self.index.lower_bound_from(&self.raw, key, from)
     }
 
     /// Heap bytes held.
     pub fn mem_bytes(&self) -> usize {
-        self.raw.len() + self.index.len() * std::mem::size_of::<Span>() + 64
+        self.raw.len() + self.index.mem_bytes() + 64
     }
 
     pub fn max_msn(&self) -> Msn {

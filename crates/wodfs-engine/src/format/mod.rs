@@ -3,6 +3,7 @@
 //! `docs/format.md`.
 
 pub(crate) mod bytes;
+pub(crate) mod entry_index;
 pub(crate) mod frozen;
 pub(crate) mod node;
 pub(crate) mod partition;
