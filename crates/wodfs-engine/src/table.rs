@@ -51,6 +51,9 @@ pub(crate) struct BlockTable {
     /// binding record's LSN): replay reads them, so they are not reused
     /// until a checkpoint past that LSN is durable.
     bound: std::collections::HashMap<u64, u64>,
+    /// Decoded buffer pieces point queries read, by device offset: the
+    /// space they came from is forgotten when allocated again.
+    pub segments: std::sync::Arc<crate::tree::SegmentCache>,
 }
 
 impl BlockTable {
@@ -63,6 +66,7 @@ impl BlockTable {
             inflight: HashSet::new(),
             pending: Vec::new(),
             bound: Default::default(),
+            segments: Default::default(),
         }
     }
 
@@ -115,6 +119,7 @@ impl BlockTable {
             inflight: HashSet::new(),
             pending: Vec::new(),
             bound: Default::default(),
+            segments: Default::default(),
         })
     }
 
@@ -178,10 +183,13 @@ impl BlockTable {
     /// Allocates an extent for `len` bytes.
     pub fn allocate(&mut self, len: u64) -> Result<u64> {
         let len = round_up(len);
-        self.space.allocate(len).ok_or(Error::NoSpace {
+        let off = self.space.allocate(len).ok_or(Error::NoSpace {
             needed_bytes: len,
             free_bytes: self.space.free_bytes(),
-        })
+        })?;
+        // Whatever was cached of this space's old contents is stale now.
+        self.segments.forget(off, len);
+        Ok(off)
     }
 
     /// Points `b` at a newly written extent, releasing its old one.

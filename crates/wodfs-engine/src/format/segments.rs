@@ -20,6 +20,7 @@ use std::borrow::Cow;
 
 use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
+use super::frozen::decode_list;
 use super::partition::{compress, decompress, read_msg, PART_BUFFER};
 use crate::config::Compression;
 use crate::msg::PointMsg;
@@ -179,18 +180,25 @@ pub(crate) fn find(segments: &[Segment], key: &[u8]) -> Option<usize> {
 /// `key`'s messages in piece `j` (read alone: `stored` is its stored
 /// bytes), oldest first; empty if it has none. For a buffer without range
 /// deletes only: the first piece must have none.
+#[cfg(test)]
 pub(crate) fn messages_of(
     stored: Vec<u8>,
     segments: &[Segment],
     j: usize,
     key: &[u8],
 ) -> DecResult<Vec<PointMsg>> {
+    Ok(read_piece(stored, segments, j)?.messages(key))
+}
+
+/// Piece `j` (read alone: `stored` is its stored bytes), checked,
+/// decompressed and indexed.
+pub(crate) fn read_piece(stored: Vec<u8>, segments: &[Segment], j: usize) -> DecResult<Piece> {
     let s = &segments[j];
     if checksum(&stored) != s.crc {
         return Err("buffer segment checksum mismatch".into());
     }
     let raw = decompress(Cow::Owned(stored), s.codec, s.raw_len as usize)?;
-    piece_messages(&raw, j == 0, Some(&s.first), key)
+    Piece::parse(raw, j == 0, Some(&s.first))
 }
 
 /// `key`'s messages in one decoded piece (`head`: the first piece, which
@@ -202,53 +210,90 @@ pub(crate) fn piece_messages(
     first: Option<&[u8]>,
     key: &[u8],
 ) -> DecResult<Vec<PointMsg>> {
-    let mut d = Dec::new(raw);
-    if head {
-        if d.u8("partition kind")? != PART_BUFFER {
-            return Err("partition is not a message buffer".into());
-        }
-        if d.count("range deletes")? != 0 {
-            return Err("range deletes in a buffer summarized without".into());
-        }
-        // The whole buffer's key count, not this piece's: it may exceed
-        // the piece's bytes, so it is read as a number, not bounded as a
-        // count of what follows (unused here).
-        d.varint("message keys")?;
-    }
-    let mut last: Option<&[u8]> = None;
-    while d.remaining() > 0 {
-        let k = d.bytes("message key", MAX_KEY_BYTES)?;
-        let misplaced = match last {
-            Some(l) => l >= k,
-            None => first.is_some_and(|f| f != k),
-        };
-        if misplaced {
-            return Err("buffer segment keys out of order".into());
-        }
-        last = Some(k);
-        let n = d.count("messages of a key")?;
-        if n == 0 {
-            return Err("key with no messages".into());
-        }
-        if k == key {
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                let (msn, op) = read_msg(&mut d)?;
-                out.push(PointMsg {
-                    msn,
-                    op: op.to_op(),
-                });
+    Ok(Piece::parse(raw.to_vec(), head, first)?.messages(key))
+}
+
+/// One decoded piece of a segmented buffer with the place of each of its
+/// keys, validated once: a point query that reads the piece again (the
+/// tree's segment cache keeps it) binary-searches it instead of
+/// decompressing and scanning it.
+#[derive(Debug)]
+pub(crate) struct Piece {
+    raw: Vec<u8>,
+    /// Per key, in order: where its bytes start and end (its encoded
+    /// message list follows).
+    keys: Vec<(u32, u32)>,
+}
+
+impl Piece {
+    /// Validates a decoded piece (keys in order, each with a well-formed,
+    /// non-empty message list) and indexes its keys.
+    pub fn parse(raw: Vec<u8>, head: bool, first: Option<&[u8]>) -> DecResult<Piece> {
+        let mut keys = Vec::new();
+        let mut d = Dec::new(&raw);
+        if head {
+            if d.u8("partition kind")? != PART_BUFFER {
+                return Err("partition is not a message buffer".into());
             }
-            return Ok(out);
+            if d.count("range deletes")? != 0 {
+                return Err("range deletes in a buffer summarized without".into());
+            }
+            // The whole buffer's key count, not this piece's: it may
+            // exceed the piece's bytes, so it is read as a number, not
+            // bounded as a count of what follows (unused here).
+            d.varint("message keys")?;
         }
-        if k > key {
-            break;
+        let mut last: Option<&[u8]> = None;
+        while d.remaining() > 0 {
+            let k = d.bytes("message key", MAX_KEY_BYTES)?;
+            let misplaced = match last {
+                Some(l) => l >= k,
+                None => first.is_some_and(|f| f != k),
+            };
+            if misplaced {
+                return Err("buffer segment keys out of order".into());
+            }
+            last = Some(k);
+            let key_end = d.pos();
+            keys.push(((key_end - k.len()) as u32, key_end as u32));
+            let n = d.count("messages of a key")?;
+            if n == 0 {
+                return Err("key with no messages".into());
+            }
+            for _ in 0..n {
+                read_msg(&mut d)?;
+            }
         }
-        for _ in 0..n {
-            read_msg(&mut d)?;
+        Ok(Piece { raw, keys })
+    }
+
+    /// `key`'s messages, oldest first; empty if it has none.
+    pub fn messages(&self, key: &[u8]) -> Vec<PointMsg> {
+        let at = |i: usize| {
+            let (start, end) = self.keys[i];
+            &self.raw[start as usize..end as usize]
+        };
+        let (mut lo, mut hi) = (0, self.keys.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if at(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let i = lo;
+        if i < self.keys.len() && at(i) == key {
+            decode_list(&self.raw[self.keys[i].1 as usize..])
+        } else {
+            Vec::new()
         }
     }
-    Ok(Vec::new())
+
+    /// Heap bytes held.
+    pub fn mem_bytes(&self) -> usize {
+        self.raw.capacity() + self.keys.capacity() * std::mem::size_of::<(u32, u32)>() + 64
+    }
 }
 
 #[cfg(test)]

@@ -157,6 +157,12 @@ pub(crate) fn write_checkpoint(env: Env<'_>, plan: &CheckpointPlan) -> Result<u6
     Ok(sb.generation)
 }
 
+/// The segment cache of a tree with a cache budget of `cache_bytes`.
+fn segment_cache(cache_bytes: usize) -> std::sync::Arc<super::SegmentCache> {
+    let bytes = super::write::segment_cache_bytes(cache_bytes);
+    std::sync::Arc::new(super::SegmentCache::new(bytes))
+}
+
 /// Lays out a new, empty tree on the device (nothing written yet but the
 /// cleared superblock slots).
 pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
@@ -173,6 +179,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
     env.write(0, &vec![0u8; 2 * BLOCK_BYTES as usize])?;
     env.sync()?;
     let mut table = BlockTable::new(FreeMap::new(node_start, device_bytes));
+    table.segments = segment_cache(env.cfg.cache_bytes);
     let root = table.create(0);
     let mut state = State {
         root,
@@ -286,11 +293,12 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
     let entries =
         decode_table(&blob).map_err(|d| Error::corrupt("block table", sb.table_offset, d))?;
     let blob_extent = (sb.table_offset, round_up(sb.table_len));
-    let table = BlockTable::restore(
+    let mut table = BlockTable::restore(
         entries,
         FreeMap::new(node_start, sb.device_bytes),
         &[blob_extent],
     )?;
+    table.segments = segment_cache(cache_bytes);
     if table.get(sb.root).is_none() {
         return Err(Error::corrupt(
             "superblock",

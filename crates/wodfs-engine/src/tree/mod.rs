@@ -24,6 +24,8 @@ pub(crate) mod frame;
 mod query;
 mod read_ahead;
 mod read_pattern;
+mod segment_cache;
+pub(crate) use segment_cache::SegmentCache;
 mod state;
 mod stats;
 mod verify;

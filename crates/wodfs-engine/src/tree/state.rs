@@ -241,8 +241,9 @@ impl State {
     }
 
     /// `key`'s messages in buffer `i` of a cached node whose buffer is not
-    /// loaded, read from the one segment that can hold them and not
-    /// cached; `None` when the buffer is not segmented or holds range
+    /// loaded, read from the one segment that can hold them (kept decoded
+    /// in the segment cache, not loaded into the node); `None` when the
+    /// buffer is not segmented or holds range
     /// deletes (then the caller loads it whole).
     pub fn probe_buffer(
         &self,
@@ -265,18 +266,24 @@ impl State {
         let seg = &summary.segments[j];
         let base = self.extent_offset(b)?;
         let addr = base + u64::from(loc.offset) + u64::from(seg.offset);
+        let cache = &self.table.segments;
+        if let Some(piece) = cache.get(addr, seg.crc) {
+            env.stats.add_segment_hit();
+            return Ok(Some(piece.messages(key)));
+        }
         let mut buf = vec![0u8; seg.stored_len as usize];
         env.read_tracked(addr, &mut buf)?;
         env.stats.add_segment_read();
-        segments::messages_of(buf, &summary.segments, j, key)
-            .map(Some)
-            .map_err(|d| {
-                Error::corrupt(
-                    "partition",
-                    addr,
-                    format!("block {b} buffer {i} segment {j}: {d}"),
-                )
-            })
+        let piece = segments::read_piece(buf, &summary.segments, j).map_err(|d| {
+            Error::corrupt(
+                "partition",
+                addr,
+                format!("block {b} buffer {i} segment {j}: {d}"),
+            )
+        })?;
+        let msgs = piece.messages(key);
+        cache.put(addr, seg.crc, std::sync::Arc::new(piece));
+        Ok(Some(msgs))
     }
 
     /// Takes a node out of the cache for modification, fully loaded (all

@@ -23,7 +23,8 @@ macro_rules! counters {
 counters! {
     header_reads: "Node headers read from the device.",
     partition_reads: "Single partitions read from the device.",
-    segment_reads: "Pieces of segmented buffers read alone by point queries (not cached).",
+    segment_reads: "Pieces of segmented buffers read alone by point queries (kept in the segment cache, not loaded into the node).",
+    segment_hits: "Point queries that found their piece of a segmented buffer in the segment cache (no read).",
     node_reads: "Whole-node reads (all missing partitions in one request).",
     flush_reads_ahead: "Of those, nodes a flush took from the flush read-ahead thread (read while the writer worked).",
     flush_read_ahead_asks: "Nodes queued for the flush read-ahead thread (those a flush did not take were read in vain, or dropped unread).",
@@ -54,6 +55,9 @@ impl Stats {
     }
     pub fn add_segment_read(&self) {
         self.segment_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_segment_hit(&self) {
+        self.segment_hits.fetch_add(1, Relaxed);
     }
     pub fn add_node_read(&self) {
         self.node_reads.fetch_add(1, Relaxed);

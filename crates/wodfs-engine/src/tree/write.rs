@@ -953,10 +953,11 @@ impl State {
 
     /// Brings the cache back under its budget, writing dirty nodes back.
     ///
-    /// The budget is split: cached nodes may use two thirds of it and
-    /// dirty nodes at most one third, because a checkpoint holds the
-    /// serialized images of all dirty nodes until they are written; so
-    /// nodes plus checkpoint images stay within `cache_bytes`.
+    /// The budget is split: cached nodes may use two thirds of it (less
+    /// the segment cache's sixteenth) and dirty nodes at most one third,
+    /// because a checkpoint holds the serialized images of all dirty
+    /// nodes until they are written; so nodes, decoded buffer pieces and
+    /// checkpoint images stay within `cache_bytes`.
     ///
     /// A device error of an eviction during the operation's flushes
     /// ([`State::evict_during_flush`]) is reported here, once.
@@ -1209,8 +1210,17 @@ pub(crate) fn root_buffer_bytes(cfg: &crate::config::Config) -> usize {
 }
 
 /// (cached node bytes, dirty node bytes) allowed within `cache_bytes`.
+/// The segment cache's share comes out of the cached nodes' two thirds.
 pub(crate) fn budget_split(cache_bytes: usize) -> (usize, usize) {
-    (cache_bytes / 3 * 2, cache_bytes / 3)
+    (
+        cache_bytes / 3 * 2 - segment_cache_bytes(cache_bytes),
+        cache_bytes / 3,
+    )
+}
+
+/// Bytes the segment cache may hold within `cache_bytes`.
+pub(crate) fn segment_cache_bytes(cache_bytes: usize) -> usize {
+    cache_bytes / super::segment_cache::SEGMENT_CACHE_SHARE
 }
 
 /// Sorts a run of point messages by key, keeping one key's messages in
