@@ -222,6 +222,14 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
         }
         assert_eq!(s.partition_reads, s0.partition_reads, "{s:?}");
         assert_eq!(io.reads, segments + s.header_reads - s0.header_reads);
+        // The same query again finds the pieces it read in the segment
+        // cache: no read at all.
+        let d1 = dev.counts();
+        assert_eq!(tree.get(&key(i)).unwrap(), Some(new_value(i)));
+        let again = tree.stats();
+        assert_eq!(dev.counts().since(&d1).reads, 0);
+        assert_eq!(again.segment_reads, s.segment_reads, "{again:?}");
+        assert_eq!(again.segment_hits - s.segment_hits, segments, "{again:?}");
     }
     assert!(probed >= 100, "only {probed} lookups read a segment");
     assert!(
