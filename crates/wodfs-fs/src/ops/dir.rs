@@ -4,7 +4,7 @@
 //! valid while entries are added or removed (telldir/seekdir; the FUSE
 //! adapter maps its 64-bit cookies to names).
 
-use wodfs_schema::key_codec::{children_range, decode_key, meta_key, DecodedKey, PathSpace};
+use wodfs_schema::key_codec::{child_name, children_range, meta_key, PathSpace};
 use wodfs_schema::FsPath;
 
 use crate::attr::{Attr, Kind};
@@ -53,18 +53,16 @@ impl Fs {
                 break;
             }
             let (key, value) = kv?;
-            let path = match decode_key(&key) {
-                Ok(DecodedKey::Meta { path }) => path,
-                _ => return Err(FsError::Corrupt(format!("bad key in {dir}"))),
-            };
+            let bad = || FsError::Corrupt(format!("bad key in {dir}"));
+            let name = child_name(&range.start, &key).map_err(|_| bad())?;
+            let path = dir.join(&name).map_err(|_| bad())?;
             let mut attr = Attr::decode(&value)?;
             records.push((key, Some(attr.clone())));
-            let mut loc = Loc::Path(path.clone());
+            let mut loc = Loc::Path(path);
             if attr.is_linked() {
                 loc = Loc::Inode(attr.ino);
                 attr = self.getattr(&loc)?;
             }
-            let name = path.file_name().unwrap_or_default().to_vec();
             out.push(DirEntry { name, attr, loc });
         }
         self.attrs.fill(generation, records);

@@ -118,6 +118,29 @@ fn error(offset: usize, kind: KeyErrorKind) -> KeyError {
     KeyError { offset, kind }
 }
 
+/// The name of the child whose metadata key is `key`, `key` being in
+/// `children_range(PathSpace::Meta, dir)` whose start is `children`: the
+/// key is `children`, the escaped name and a terminator. What a directory
+/// listing needs of each key, without decoding the directory's path again
+/// for every entry (`decode_key` of each listed key was 7 % of the request
+/// thread under a cold `du`). As strict as [`decode_key`].
+pub fn child_name(children: &[u8], key: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let Some(rest) = key.strip_prefix(children) else {
+        return Err(error(0, KeyErrorKind::BadSuffix));
+    };
+    let at = children.len();
+    let len = escaped_len(rest);
+    match rest.get(len) {
+        Some(&TERMINATOR) if len + 1 == rest.len() => {}
+        Some(_) => return Err(error(at + len, KeyErrorKind::ExpectedSeparator)),
+        None => return Err(error(at + len, KeyErrorKind::Truncated)),
+    }
+    let name = unescape_name(&rest[..len])
+        .map_err(|offset| error(at + offset, KeyErrorKind::BadEscape))?;
+    validate_name(&name).map_err(|e| error(at, KeyErrorKind::InvalidName(e)))?;
+    Ok(name)
+}
+
 /// Decodes any wodfs key.
 pub fn decode_key(key: &[u8]) -> Result<DecodedKey, KeyError> {
     let tag = *key.first().ok_or(error(0, KeyErrorKind::Empty))?;

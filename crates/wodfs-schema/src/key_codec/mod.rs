@@ -73,7 +73,7 @@ mod moves;
 mod path_key;
 mod sys_key;
 
-pub use decode::{decode_key, DecodedKey};
+pub use decode::{child_name, decode_key, DecodedKey};
 pub use inode_key::{
     inode_blocks_from, inode_blocks_range, inode_data_key, inode_meta_key, inode_xattr_key,
     inode_xattrs_range,

@@ -112,3 +112,36 @@ fn scratch_and_empty_sys_keys_are_rejected() {
         })
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// A listing's short cut agrees with decoding the whole key: the name
+    /// of every child of a directory, and an error for anything else in
+    /// or around its children's range (garbage after the prefix, a
+    /// deeper descendant, a truncated key).
+    #[test]
+    fn child_name_agrees_with_decode_key(
+        dir in path(), name in name_up_to(20), tail in proptest::collection::vec(any::<u8>(), 0..6),
+    ) {
+        use wodfs_schema::key_codec::{child_name, children_range, PathSpace};
+        let children = children_range(PathSpace::Meta, &dir).start;
+        let Ok(child) = dir.join(&name) else { return Ok(()) };
+        let key = meta_key(&child);
+        prop_assert_eq!(child_name(&children, &key), Ok(name.clone()));
+        let mut other = key.clone();
+        other.truncate(key.len() - 1);
+        other.extend_from_slice(&tail);
+        let want = match decode_key(&other) {
+            Ok(DecodedKey::Meta { path }) if path.parent().as_ref() == Some(&dir) => {
+                path.file_name().map(<[u8]>::to_vec)
+            }
+            _ => None,
+        };
+        prop_assert_eq!(child_name(&children, &other).ok(), want);
+        // A grandchild's key lies in the range too but names no child.
+        if let Ok(grandchild) = child.join(b"g") {
+            prop_assert!(child_name(&children, &meta_key(&grandchild)).is_err());
+        }
+    }
+}
