@@ -201,18 +201,6 @@ pub(crate) fn read_piece(stored: Vec<u8>, segments: &[Segment], j: usize) -> Dec
     Piece::parse(raw, j == 0, Some(&s.first))
 }
 
-/// `key`'s messages in one decoded piece (`head`: the first piece, which
-/// starts with the buffer's kind, range deletes and key count) whose
-/// first key must be `first` (if given).
-pub(crate) fn piece_messages(
-    raw: &[u8],
-    head: bool,
-    first: Option<&[u8]>,
-    key: &[u8],
-) -> DecResult<Vec<PointMsg>> {
-    Ok(Piece::parse(raw.to_vec(), head, first)?.messages(key))
-}
-
 /// One decoded piece of a segmented buffer with the place of each of its
 /// keys, validated once: a point query that reads the piece again (the
 /// tree's segment cache keeps it) binary-searches it instead of
@@ -226,8 +214,10 @@ pub(crate) struct Piece {
 }
 
 impl Piece {
-    /// Validates a decoded piece (keys in order, each with a well-formed,
-    /// non-empty message list) and indexes its keys.
+    /// Validates a decoded piece (`head`: the first piece, which starts
+    /// with the buffer's kind, range deletes and key count; `first`: the
+    /// key it must start with, if known): keys in order, each with a
+    /// well-formed, non-empty message list. Indexes its keys.
     pub fn parse(raw: Vec<u8>, head: bool, first: Option<&[u8]>) -> DecResult<Piece> {
         let mut keys = Vec::new();
         let mut d = Dec::new(&raw);
@@ -269,24 +259,11 @@ impl Piece {
 
     /// `key`'s messages, oldest first; empty if it has none.
     pub fn messages(&self, key: &[u8]) -> Vec<PointMsg> {
-        let at = |i: usize| {
-            let (start, end) = self.keys[i];
-            &self.raw[start as usize..end as usize]
-        };
-        let (mut lo, mut hi) = (0, self.keys.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if at(mid) < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        let i = lo;
-        if i < self.keys.len() && at(i) == key {
-            decode_list(&self.raw[self.keys[i].1 as usize..])
-        } else {
-            Vec::new()
+        let key_at = |&(start, end): &(u32, u32)| &self.raw[start as usize..end as usize];
+        let i = self.keys.partition_point(|k| key_at(k) < key);
+        match self.keys.get(i) {
+            Some(k) if key_at(k) == key => decode_list(&self.raw[k.1 as usize..]),
+            _ => Vec::new(),
         }
     }
 

@@ -243,8 +243,8 @@ impl State {
     /// `key`'s messages in buffer `i` of a cached node whose buffer is not
     /// loaded, read from the one segment that can hold them (kept decoded
     /// in the segment cache, not loaded into the node); `None` when the
-    /// buffer is not segmented or holds range
-    /// deletes (then the caller loads it whole).
+    /// buffer is not segmented or holds range deletes (then the caller
+    /// loads it whole).
     pub fn probe_buffer(
         &self,
         env: Env<'_>,
