@@ -80,6 +80,12 @@ pub enum Error {
     /// reopened, because its on-device state after that failure is unknown.
     #[error("store is read-only after an earlier I/O failure: {0}")]
     Poisoned(String),
+    /// An operation failed after taking nodes out of the in-memory tree
+    /// (a device read failed in the middle of a flush), so the tree no
+    /// longer holds every acknowledged change: reads are refused as well
+    /// as writes, until a reopen replays them from the log.
+    #[error("the in-memory tree lost changes to an earlier failure ({0}); reopen to recover them from the log")]
+    Incomplete(String),
 }
 
 impl Error {

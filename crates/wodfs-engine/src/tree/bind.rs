@@ -571,7 +571,7 @@ impl State {
             let (node, _) = self.take_full(env, b)?;
             if let Err(e) = self.write_node(env, b, &node) {
                 // Kept, dirty: the poisoned store must stay readable.
-                self.cache.put(b, node, true);
+                self.put_clean(b, node, true);
                 return Err(e);
             }
             self.writing.remove(&b);

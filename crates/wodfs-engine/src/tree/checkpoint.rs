@@ -82,9 +82,16 @@ impl State {
             let (mut node, _) = self.cache.take(b).expect("listed just now");
             // The check above makes this succeed; if it still fails, the
             // state is half moved: not a plain NoSpace (that poisons).
-            let x = self.place_image(env, b, &image).map_err(|e| {
-                Error::Poisoned(format!("checkpoint placement failed after its check: {e}"))
-            })?;
+            let x = match self.place_image(env, b, &image) {
+                Ok(x) => x,
+                Err(e) => {
+                    // Back, dirty: a poisoned store stays readable.
+                    self.cache.put(b, node, true);
+                    return Err(Error::Poisoned(format!(
+                        "checkpoint placement failed after its check: {e}"
+                    )));
+                }
+            };
             image.set_places(&mut node);
             self.cache.put(b, node, false);
             self.writing.insert(b);
@@ -197,6 +204,7 @@ pub(crate) fn create_state(env: Env<'_>) -> Result<State> {
         table_blob: None,
         writing: Default::default(),
         eviction_failed: None,
+        held: Vec::new(),
         log_checkpoint_lsn: 0,
         log_chain: 0,
         unbound: Default::default(),
@@ -322,6 +330,7 @@ pub(crate) fn open_state(env: Env<'_>, cache_bytes: usize) -> Result<(State, Con
         table_blob: Some(blob_extent),
         writing: Default::default(),
         eviction_failed: None,
+        held: Vec::new(),
         log_checkpoint_lsn: sb.log_checkpoint_lsn,
         log_chain: sb.log_chain,
         unbound: Default::default(),

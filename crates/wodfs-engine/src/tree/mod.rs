@@ -213,6 +213,11 @@ struct Shared {
     state: RwLock<State>,
     checkpoint_lock: Mutex<()>,
     poison: Mutex<Option<String>>,
+    /// A failed operation dropped nodes it had taken out of the cache
+    /// (`State::lost_nodes`): the in-memory tree misses acknowledged
+    /// messages, so reads are refused too, until a reopen replays the log.
+    /// Set under the state's write lock, read under its read lock.
+    incomplete: std::sync::atomic::AtomicBool,
     stats: Stats,
     log: crate::wal::Log,
     late_binding_min_bytes: std::sync::atomic::AtomicUsize,
@@ -481,6 +486,7 @@ impl Tree {
                 state: RwLock::new(state),
                 checkpoint_lock: Mutex::new(()),
                 poison: Mutex::new(None),
+                incomplete: std::sync::atomic::AtomicBool::new(false),
                 stats,
                 log,
                 late_binding_min_bytes: std::sync::atomic::AtomicUsize::new(LATE_BINDING_MIN_BYTES),
@@ -523,6 +529,46 @@ impl Tree {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
         }
+    }
+
+    /// Ends a step that changed the tree under the write lock. If it
+    /// failed after taking nodes out of the cache, they are gone from the
+    /// in-memory tree (with any buffer on its way down between them): the
+    /// store is poisoned and reads are refused from now on (see
+    /// [`Tree::check_complete`]), rather than answered from a tree that
+    /// misses acknowledged messages. The log still has them all: a
+    /// reopen replays them.
+    fn settle<T>(&self, st: &mut State, r: Result<T>) -> Result<T> {
+        match &r {
+            Ok(_) => debug_assert!(st.held.is_empty(), "taken, not put back: {:?}", st.held),
+            Err(e) => {
+                if st.lost_nodes() {
+                    let mut p = self.shared.poison.lock();
+                    if p.is_none() {
+                        *p = Some(e.to_string());
+                    }
+                    self.shared
+                        .incomplete
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+        r
+    }
+
+    /// Refuses a read of a tree a failed operation left incomplete
+    /// ([`Tree::settle`]). Called under the state's read lock, so a read
+    /// either started before the failure or sees it.
+    fn check_complete(&self) -> Result<()> {
+        if self
+            .shared
+            .incomplete
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let why = self.shared.poison.lock().clone().unwrap_or_default();
+            return Err(Error::Incomplete(why));
+        }
+        Ok(())
     }
 
     fn poison<T>(&self, r: Result<T>) -> Result<T> {
@@ -673,6 +719,7 @@ impl Tree {
                 // writer serializes any itself.
                 let mut st = self.shared.state.write();
                 let r = st.evict(env);
+                let r = self.settle(&mut st, r);
                 let behind = std::mem::take(&mut st.writeback.behind);
                 if r.is_err() {
                     drop(st);
@@ -780,6 +827,7 @@ impl Tree {
                 }
                 st.evict(env)
             })();
+            let r = self.settle(&mut st, r);
             let behind = std::mem::take(&mut st.writeback.behind);
             drop(st);
             self.poison(r)?;
@@ -881,6 +929,7 @@ impl Tree {
             let mut st = self.shared.state.write();
             if !st.unbound.is_empty() {
                 let r = self.append_bindings(&mut st, env, &prepared, bind::Which::All);
+                let r = self.settle(&mut st, r);
                 self.poison(r)?;
             }
             // The bound nodes must be durable before the log bytes that
@@ -1050,6 +1099,8 @@ impl Tree {
             return Ok(());
         }
         let r = self.append_bindings(&mut st, env, &prepared, bind::Which::Prepared);
+        let r = self.settle(&mut st, r);
+        drop(st);
         self.poison(r)
     }
 
@@ -1109,6 +1160,7 @@ impl Tree {
         }
         let env = self.env();
         let st = self.shared.state.read();
+        self.check_complete()?;
         let v = st.get(env, key);
         st.evict_clean(env);
         v
@@ -1153,6 +1205,9 @@ impl Tree {
                 let _ = h.join();
             }
             let st = self.shared.state.read();
+            if let Err(e) = self.check_complete() {
+                break Err(e);
+            }
             let visited = st.visit_leaf(env, &from, hi, &mut f, &mut |next| {
                 ahead = read_ahead::next_leaf(self, &st, next, hi);
             });
@@ -1264,6 +1319,7 @@ impl Tree {
             let r = st
                 .prune_covered(env, max_flushes)
                 .and_then(|()| st.evict(env));
+            let r = self.settle(&mut st, r);
             drop(st);
             self.poison(r)?;
         }
@@ -1646,6 +1702,9 @@ impl Iterator for RangeIter {
             }
             let env = self.tree.env();
             let st = self.tree.shared.state.read();
+            if let Err(e) = self.tree.check_complete() {
+                return Some(Err(e));
+            }
             let scanned = st.scan_leaf(env, &from, self.hi.as_deref());
             st.evict_clean(env);
             if let Ok((_, next)) = &scanned {

@@ -49,6 +49,12 @@ pub(crate) struct State {
     /// A device error of an eviction in the middle of a flush, kept for
     /// the operation's own eviction to report (see `State::evict`).
     pub eviction_failed: Option<crate::Error>,
+    /// Nodes taken out of the cache to be changed ([`State::take_full`])
+    /// and not yet put back or freed. An error that unwinds through the
+    /// code holding them drops them (and any buffer on its way down
+    /// between them): then the in-memory tree is missing acknowledged
+    /// messages until a reopen replays the log ([`State::lost_nodes`]).
+    pub held: Vec<BlockNum>,
 }
 
 /// What every tree operation needs besides the state.
@@ -301,6 +307,28 @@ impl State {
         env: Env<'_>,
         b: BlockNum,
     ) -> Result<(Node, Option<Tally>)> {
+        let taken = self.take_full_untracked(env, b)?;
+        self.held.push(b);
+        Ok(taken)
+    }
+
+    /// Node `b` is back in the cache, or its block is freed: no longer
+    /// held ([`State::held`]). A new node (a split's piece) was never held.
+    pub fn release_hold(&mut self, b: BlockNum) {
+        if let Some(i) = self.held.iter().rposition(|&h| h == b) {
+            self.held.swap_remove(i);
+        }
+    }
+
+    /// After an operation failed: did it drop nodes it held, leaving the
+    /// in-memory tree incomplete? (Forgets them either way.)
+    pub fn lost_nodes(&mut self) -> bool {
+        let lost = !self.held.is_empty();
+        self.held.clear();
+        lost
+    }
+
+    fn take_full_untracked(&mut self, env: Env<'_>, b: BlockNum) -> Result<(Node, Option<Tally>)> {
         // A write-back the thread finished is committed first: the node
         // it wrote is then this version, not a stale copy.
         self.apply_commits(env);
@@ -382,6 +410,7 @@ impl State {
 
     /// Puts a modified node back (dirty).
     pub fn put_dirty(&mut self, b: BlockNum, mut node: Node) {
+        self.release_hold(b);
         node.mark_modified();
         self.cache.put(b, node, true);
     }
@@ -395,11 +424,13 @@ impl State {
             .parts
             .iter()
             .all(|p| p.disk.is_none() && p.summary.is_none()));
+        self.release_hold(b);
         self.cache.put_tallied(b, node, tally);
     }
 
     /// Puts a node back unchanged.
     pub fn put_clean(&mut self, b: BlockNum, node: Node, dirty: bool) {
+        self.release_hold(b);
         self.cache.put(b, node, dirty);
     }
 }

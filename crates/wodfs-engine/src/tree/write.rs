@@ -809,6 +809,7 @@ impl State {
         self.put_dirty(lb, merged);
         // The right node's contents moved; only its block number goes.
         self.table.decref(rb);
+        self.release_hold(rb);
         let rbuf = std::mem::take(node.buffer_mut(r));
         node.buffer_mut(l).append(rbuf);
         node.pivots.remove(l);
@@ -911,6 +912,7 @@ impl State {
             self.root = node.children[0].child;
             self.height -= 1;
             self.table.decref(root);
+            self.release_hold(root);
         }
     }
 
