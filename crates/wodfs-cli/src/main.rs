@@ -8,6 +8,7 @@
 //! wodfs fsck IMAGE
 //! ```
 
+mod allocator;
 mod args;
 mod cmd_fsck;
 mod cmd_info;
@@ -21,21 +22,6 @@ use std::process::ExitCode;
 
 use image::Fail;
 
-/// mimalloc instead of glibc's allocator: the engine allocates a message,
-/// a key and a value per operation, and glibc's malloc and free were a
-/// third of the write path's time (`docs/ARCHITECTURE.md`, "Memory").
-#[cfg(not(feature = "heap-count"))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// With `--features heap-count`: mimalloc behind a counter of the live
-/// heap, whose peak `wodfs mount` logs at unmount beside the resident
-/// peak (what the allocator keeps beyond what is live).
-#[cfg(feature = "heap-count")]
-#[global_allocator]
-static ALLOCATOR: count_alloc::CountingOver<mimalloc::MiMalloc> =
-    count_alloc::CountingOver(mimalloc::MiMalloc);
-
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
             options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
@@ -45,6 +31,7 @@ const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--lo
        wodfs fsck IMAGE";
 
 fn main() -> ExitCode {
+    allocator::configure();
     logger::init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
