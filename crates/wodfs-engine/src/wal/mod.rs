@@ -144,8 +144,8 @@ impl Log {
         if ceil_sector(g.tail + len) - floor > self.region_bytes {
             return Ok(false);
         }
-        let (bytes, chain) = record::frame(g.chain, g.tail, payload);
-        g.buf.extend_from_slice(&bytes);
+        let (prev, at) = (g.chain, g.tail);
+        let chain = record::frame_into(&mut g.buf, prev, at, payload);
         g.tail += len;
         g.chain = chain;
         Ok(true)

@@ -280,13 +280,15 @@ pub(crate) fn chain(prev: u32, lsn: u64, payload: &[u8]) -> u32 {
     crc32c::crc32c_append(c, payload)
 }
 
-/// A whole frame for `payload` at `lsn`, and its chain value.
-pub(crate) fn frame(prev: u32, lsn: u64, payload: &[u8]) -> (Vec<u8>, u32) {
+/// Appends the frame of `payload` at `lsn` to `out` (the log buffer: one
+/// copy of the payload, no frame of its own in between); returns its
+/// chain value.
+pub(crate) fn frame_into(out: &mut Vec<u8>, prev: u32, lsn: u64, payload: &[u8]) -> u32 {
     let c = chain(prev, lsn, payload);
-    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES as usize + payload.len());
+    out.reserve(FRAME_HEADER_BYTES as usize + payload.len());
     out.extend_from_slice(&lsn.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&c.to_le_bytes());
     out.extend_from_slice(payload);
-    (out, c)
+    c
 }
