@@ -475,16 +475,23 @@ fn a_range_move_deletes_a_few_moved_keys_one_by_one() {
     let ranges = |t: &Tree| t.stats().range_deletes;
     let before = ranges(&tree);
     tree.range_move(b"/few/", b"/few2/").unwrap();
-    // The destination's range delete only: the three source keys were
-    // deleted by point messages.
-    assert_eq!(ranges(&tree) - before, 1);
+    // No range delete: the three source keys were deleted by point
+    // messages, and the destination was empty.
+    assert_eq!(ranges(&tree) - before, 0);
     let before = ranges(&tree);
     tree.range_move(b"/many/", b"/many2/").unwrap();
     assert_eq!(
         ranges(&tree) - before,
-        2,
+        1,
         "200 keys: one range delete for the source"
     );
+    // Onto a destination that holds keys: its range delete clears them.
+    tree.insert(b"/few3/old", b"gone").unwrap();
+    let before = ranges(&tree);
+    tree.range_move(b"/few2/", b"/few3/").unwrap();
+    assert_eq!(ranges(&tree) - before, 1, "the destination's range delete");
+    assert_eq!(tree.get(b"/few3/old").unwrap(), None);
+    tree.range_move(b"/few3/", b"/few2/").unwrap();
     let count = |prefix: &str| {
         // Every prefix ends in '/', and '0' follows '/'.
         let hi = format!("{}0", prefix.trim_end_matches('/'));

@@ -337,16 +337,29 @@ fn unlinking_a_small_file_without_xattrs_needs_no_range_delete() {
     assert_eq!(unlink("big"), 1, "17 blocks: one range delete");
     write("empty", 0);
     assert_eq!(unlink("empty"), 0);
-    // A renamed file: its three own-key moves, each deleting its (empty)
-    // destination by a range delete; the moved keys go one by one.
+    // A renamed file: its three own-key moves find their destinations
+    // empty (no range delete), and the moved keys go one by one.
     write("old", 10_000);
     let renamed = range_deletes_of(&fs, || {
         fs.rename(&root(), b"old", &root(), b"new", RenameMode::Replace)
             .unwrap();
     });
-    assert_eq!(renamed, 3);
+    assert_eq!(renamed, 0);
     assert_eq!(
         fs.read(&fs.lookup(&root(), b"new").unwrap().1, 0, 20_000)
+            .unwrap(),
+        vec![1u8; 10_000]
+    );
+    // Over an existing file of 17 blocks: its data range is deleted.
+    let older = write("older", 17 * 4096);
+    fs.write(&older, 0, &[2u8; 10], KillPriv::Keep).unwrap();
+    let replaced = range_deletes_of(&fs, || {
+        fs.rename(&root(), b"new", &root(), b"older", RenameMode::Replace)
+            .unwrap();
+    });
+    assert!(replaced >= 1, "the replaced file's keys must go");
+    assert_eq!(
+        fs.read(&fs.lookup(&root(), b"older").unwrap().1, 0, 100_000)
             .unwrap(),
         vec![1u8; 10_000]
     );

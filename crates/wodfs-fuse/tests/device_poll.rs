@@ -49,13 +49,25 @@ fn requests_make_the_device_poll_and_idleness_makes_it_block() {
 
     // A request's own thread turns polling on before it answers, so right
     // after a LOOKUP (a name the kernel has not seen) the device polls,
-    // unless this thread was held off the CPU for a whole idle period: try
-    // a few times.
-    let polled = (0..200).any(|i| {
+    // unless this thread was held off the CPU for a whole idle period, or
+    // the watcher saw the request thread wait for its CPU and holds
+    // polling off for 50 ms (which this very loop can cause on two CPUs:
+    // once, 200 quick tries fell inside hold-offs). So keep trying for a
+    // while, with a pause that leaves the CPU to the daemon.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut polled = false;
+    for i in 0.. {
         let missing = std::fs::metadata(s.mnt().join(format!("missing-{i}")));
         assert!(missing.is_err());
-        device_polling()
-    });
+        if device_polling() {
+            polled = true;
+            break;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
     assert!(polled, "the device never polled while requests came");
 
     // Idle: the watcher makes reads block again, so an idle daemon sleeps.
