@@ -22,11 +22,14 @@ static ALLOCATOR: count_alloc::CountingOver<mimalloc::MiMalloc> =
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Freed pages go back to the system after this many milliseconds
-/// unused. mimalloc v3's default, 1,000, kept 45-75 MiB more resident at
-/// the daemon's peak (Postmark's 300,000 transactions: 484-503 MiB
-/// against 450-453 at 100 ms, 426 at 0) with no difference in time
-/// measured there or in an untar; 0 made an untar slower before.
-const PURGE_DELAY_MS: std::ffi::c_long = 100;
+/// unused. mimalloc v3's default, 1,000, kept 30-50 MiB more resident at
+/// the daemon's peak (Postmark's first 300,000 transactions: 484-503 MiB
+/// at 1,000 ms, 473 at 500, 450-453 at 100); shorter delays cost page
+/// faults when memory is wanted again (a cold `grep -r` of the kernel
+/// tree: 17-19k minor faults at 1,000 ms, 46-48k at 300-500, 114-124k at
+/// 100, and 5.7-6.5 s against 6.5-6.7 s at 100). 500 ms is between;
+/// `docs/ARCHITECTURE.md` ("Memory") has the measurements.
+const PURGE_DELAY_MS: std::ffi::c_long = 500;
 
 /// Sets the allocator's options, before any thread starts (mimalloc's
 /// option setters are not thread-safe). `MIMALLOC_PURGE_DELAY` in the
