@@ -25,6 +25,17 @@ fn ins(i: u32) -> Op {
     }
 }
 
+/// The device's crash image (what it holds durably), opened and checked.
+fn reopen_verified(dev: &FaultDevice) -> Tree {
+    let reopened = Tree::open(
+        Box::new(MemDevice::from_bytes(dev.crash_image())),
+        cfg().cache_bytes,
+    )
+    .unwrap();
+    reopened.verify().unwrap();
+    reopened
+}
+
 fn check_sticky(kind: FaultKind, arm: impl Fn(&FaultDevice)) {
     let dev = Arc::new(FaultDevice::new(8 << 20, FaultConfig::with_seed(7)));
     let tree = Tree::create(Box::new(dev.clone()), cfg()).unwrap();
@@ -57,12 +68,7 @@ fn check_sticky(kind: FaultKind, arm: impl Fn(&FaultDevice)) {
     assert_eq!(tree.get(b"/k/00007").unwrap(), Some(vec![7; 50]));
     // Reopen: at least what was synced, and a consistent tree.
     drop(tree);
-    let reopened = Tree::open(
-        Box::new(MemDevice::from_bytes(dev.crash_image())),
-        cfg().cache_bytes,
-    )
-    .unwrap();
-    reopened.verify().unwrap();
+    let reopened = reopen_verified(&dev);
     for (k, v) in &durable {
         assert_eq!(
             reopened.get(k).unwrap().as_ref(),
@@ -295,12 +301,7 @@ fn a_read_error_mid_flush_never_serves_stale_data() {
             );
         }
         drop(tree);
-        let reopened = Tree::open(
-            Box::new(MemDevice::from_bytes(dev.crash_image())),
-            cfg().cache_bytes,
-        )
-        .unwrap();
-        reopened.verify().unwrap();
+        let reopened = reopen_verified(&dev);
         // Each synced key has its synced value or one written after it
         // (writes after the sync may have reached the log's durable part;
         // each write's value is greater than the ones before it).
