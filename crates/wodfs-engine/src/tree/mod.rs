@@ -543,10 +543,7 @@ impl Tree {
             Ok(_) => debug_assert!(st.held.is_empty(), "taken, not put back: {:?}", st.held),
             Err(e) => {
                 if st.lost_nodes() {
-                    let mut p = self.shared.poison.lock();
-                    if p.is_none() {
-                        *p = Some(e.to_string());
-                    }
+                    self.record_poison(e);
                     self.shared
                         .incomplete
                         .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -573,12 +570,17 @@ impl Tree {
 
     fn poison<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
-            let mut p = self.shared.poison.lock();
-            if p.is_none() {
-                *p = Some(e.to_string());
-            }
+            self.record_poison(e);
         }
         r
+    }
+
+    /// Poisons the store with `e` as its cause, unless it already is.
+    fn record_poison(&self, e: &Error) {
+        let mut p = self.shared.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
     }
 
     /// Sets `key` to `value`.
@@ -1571,20 +1573,6 @@ fn apply_op(st: &mut State, env: Env<'_>, op: &Op) -> Result<()> {
 /// blocks.)
 const MOVED_POINT_DELETES_MAX: usize = 64;
 
-/// Range move, implemented by copying (tree surgery will replace this body
-/// without changing the operation): delete the destination, copy the
-/// source, delete the source. Runs under the write lock, so it is atomic
-/// to readers and to checkpoints; the lock is held for as long as the
-/// source is large, so the copies are evicted as they go, written under
-/// the lock if need be ([`State::evict_holding_lock`]).
-///
-/// A source of at most [`MOVED_POINT_DELETES_MAX`] keys is read whole,
-/// then deleted and copied in one run of point messages, deletes first:
-/// where its values still sit in the root's buffer (a file written just
-/// before its rename, as `rsync` and editors do), each delete frees what
-/// the copy then takes, and the buffer does not grow into a flush. A
-/// larger source is copied a leaf at a time and deleted by one range
-/// delete.
 /// Does the tree hold no key in `[lo, hi)`? Stops at the first one.
 fn range_is_empty(st: &State, env: Env<'_>, lo: &[u8], hi: &[u8]) -> Result<bool> {
     let mut cursor = Some(lo.to_vec());
@@ -1608,6 +1596,20 @@ fn range_is_empty(st: &State, env: Env<'_>, lo: &[u8], hi: &[u8]) -> Result<bool
     Ok(true)
 }
 
+/// Range move, implemented by copying (tree surgery will replace this body
+/// without changing the operation): delete the destination (if it holds
+/// a key), copy the source, delete the source. Runs under the write lock,
+/// so it is atomic to readers and to checkpoints; the lock is held for as
+/// long as the source is large, so the copies are evicted as they go,
+/// written under the lock if need be ([`State::evict_holding_lock`]).
+///
+/// A source of at most [`MOVED_POINT_DELETES_MAX`] keys is read whole,
+/// then deleted and copied in one run of point messages, deletes first:
+/// where its values still sit in the root's buffer (a file written just
+/// before its rename, as `rsync` and editors do), each delete frees what
+/// the copy then takes, and the buffer does not grow into a flush. A
+/// larger source is copied a leaf at a time and deleted by one range
+/// delete.
 fn range_move_by_copy(st: &mut State, env: Env<'_>, from: &[u8], to: &[u8]) -> Result<()> {
     let from_end = prefix_successor(from).expect("validated");
     let to_end = prefix_successor(to).expect("validated");
