@@ -508,6 +508,37 @@ fn a_range_move_deletes_a_few_moved_keys_one_by_one() {
 /// one device read each, on a thread of its own; a scan that reaches them
 /// afterwards reads none of them again, and in all the scan and the
 /// read-ahead read each leaf of the range exactly once.
+/// A move whose destination was deleted by a range delete still in the
+/// buffers: the deleted entries are in the leaves, each one hidden. The
+/// check for an empty destination gives up after a couple of leaves (and
+/// sends the range delete) instead of reading every leaf of the old
+/// contents under the write lock.
+#[test]
+fn a_move_onto_a_range_deleted_destination_reads_few_leaves() {
+    let cfg = small_nodes();
+    let dev = scattered_tree(&cfg, 4_000, 7, 4096);
+    let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
+    tree.delete_range(b"/data/file003/", b"/data/file0030")
+        .unwrap();
+    tree.insert(b"/src/x", b"v").unwrap();
+    let ranges = tree.stats().range_deletes;
+    let before = dev.counts();
+    tree.range_move(b"/src/", b"/data/file003/").unwrap();
+    let read = dev.counts().since(&before).read_bytes;
+    // The old file003 keys are about 570 values of 4 KiB: nine leaves.
+    assert!(
+        read <= 3 * cfg.node_bytes as u64,
+        "the emptiness check read {read} bytes"
+    );
+    assert_eq!(tree.stats().range_deletes - ranges, 1, "not known empty");
+    assert_eq!(
+        tree.get(b"/data/file003/x").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert_eq!(tree.get(&key(3)).unwrap(), None);
+    tree.verify().unwrap();
+}
+
 #[test]
 fn read_ahead_loads_the_next_leaves_and_nothing_is_read_twice() {
     let cfg = Config {
