@@ -55,13 +55,15 @@ pub fn configure() {
 /// however little of it is in use: the heap churns node contents and
 /// messages, and khugepaged collapses the partly freed regions back
 /// into huge pages. Postmark's 1,000,000 transactions peaked at 535-539
-/// MiB resident with them (160 MiB of it huge pages) against 460 without,
-/// for a live heap of 291 MiB; a full benchmark run, whose earlier steps
-/// leave the host's memory in another state, saw 618. TokuDB, the
-/// engine BetrFS is built on, refuses to start with them enabled for the
-/// same reason. The price is TLB misses and page faults: Postmark's
-/// daemon used 5-7 % more CPU. mimalloc applies its own option once,
-/// before `main`, so the process flag it would set is set here too.
+/// MiB resident with them (160 MiB of it huge pages) against 460-491
+/// without, for a live heap of 291 MiB; a full benchmark run, whose
+/// earlier steps leave the host's memory in another state, saw 618.
+/// TokuDB, the engine BetrFS is built on, refuses to start with them
+/// enabled for the same reason. The price is page faults and TLB misses:
+/// Postmark's daemon used 5-8 % more CPU, a cold sequential read ran 6-16
+/// % slower (`docs/ARCHITECTURE.md`, "Memory"). mimalloc applies its own
+/// option once, before `main`, so the process flag it would set is set
+/// here too.
 #[allow(unsafe_code)]
 fn disable_transparent_huge_pages() {
     // SAFETY: sets an option, on the only thread (see `configure`).

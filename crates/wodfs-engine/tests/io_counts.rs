@@ -504,10 +504,6 @@ fn a_range_move_deletes_a_few_moved_keys_one_by_one() {
     tree.verify().unwrap();
 }
 
-/// `Tree::read_ahead` loads the leaves after a reader's position whole,
-/// one device read each, on a thread of its own; a scan that reaches them
-/// afterwards reads none of them again, and in all the scan and the
-/// read-ahead read each leaf of the range exactly once.
 /// A move whose destination was deleted by a range delete still in the
 /// buffers: the deleted entries are in the leaves, each one hidden. The
 /// check for an empty destination gives up after a couple of leaves (and
@@ -539,6 +535,10 @@ fn a_move_onto_a_range_deleted_destination_reads_few_leaves() {
     tree.verify().unwrap();
 }
 
+/// `Tree::read_ahead` loads the leaves after a reader's position whole,
+/// one device read each, on a thread of its own; a scan that reaches them
+/// afterwards reads none of them again, and in all the scan and the
+/// read-ahead read each leaf of the range exactly once.
 #[test]
 fn read_ahead_loads_the_next_leaves_and_nothing_is_read_twice() {
     let cfg = Config {
