@@ -1,0 +1,82 @@
+//! bench/compare.py on two made-up runs: it flags a wodfs step that got
+//! slower by itself and after nullfs's change, and a grown resident peak;
+//! not a step whose slowdown nullfs shared, nor one that only looks slower
+//! because nullfs got faster, nor a step too short to judge.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// One result row as bench/run.py writes it (the fields compare.py reads).
+fn row(fs: &str, step: &str, wall_s: f64, peak_mib: u64) -> String {
+    let peak = if fs == "wodfs" || fs == "nullfs" {
+        (peak_mib << 20).to_string()
+    } else {
+        "null".to_string()
+    };
+    format!(
+        r#"{{"workload": "w", "step": "{step}", "fs": "{fs}", "wall_s": {wall_s}, "daemon_peak_rss_bytes": {peak}}}"#
+    )
+}
+
+fn run_json(rows: &[String]) -> String {
+    format!(r#"{{"meta": {{}}, "results": [{}]}}"#, rows.join(", "))
+}
+
+#[test]
+fn compare_flags_what_wodfs_lost_and_nothing_else() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 is missing");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("compare-runs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let before = run_json(&[
+        row("wodfs", "regressed", 10.0, 300),
+        row("nullfs", "regressed", 5.0, 50),
+        row("wodfs", "machine-slower", 10.0, 300),
+        row("nullfs", "machine-slower", 5.0, 50),
+        row("wodfs", "nullfs-faster", 10.0, 300),
+        row("nullfs", "nullfs-faster", 5.0, 50),
+        row("wodfs", "short", 0.01, 30),
+        row("wodfs", "grew", 10.0, 300),
+    ]);
+    let after = run_json(&[
+        row("wodfs", "regressed", 20.0, 300),
+        row("nullfs", "regressed", 5.0, 50),
+        row("wodfs", "machine-slower", 15.0, 300),
+        row("nullfs", "machine-slower", 7.5, 50),
+        row("wodfs", "nullfs-faster", 11.0, 300),
+        row("nullfs", "nullfs-faster", 2.5, 50),
+        row("wodfs", "short", 0.04, 30),
+        row("wodfs", "grew", 10.0, 500),
+    ]);
+    let (a, b) = (dir.join("before.json"), dir.join("after.json"));
+    std::fs::write(&a, before).unwrap();
+    std::fs::write(&b, after).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../compare.py");
+    let compare = |x: &PathBuf, y: &PathBuf| {
+        Command::new("python3")
+            .arg(&script)
+            .arg(x)
+            .arg(y)
+            .output()
+            .unwrap()
+    };
+    let out = compare(&a, &b);
+    let same = compare(&a, &a);
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "regressions found: {text}");
+    assert!(
+        text.contains("| w | regressed | wall s | 10.00 | 20.00 | 1.00× | **2.00×** |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| w | grew | peak MiB | 300.00 | 500.00 |"),
+        "{text}"
+    );
+    for quiet in ["machine-slower", "nullfs-faster", "short"] {
+        assert!(!text.contains(quiet), "{quiet} flagged: {text}");
+    }
+    assert_eq!(same.status.code(), Some(0), "a run against itself");
+}
