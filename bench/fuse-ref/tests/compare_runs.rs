@@ -30,26 +30,29 @@ fn compare_flags_what_wodfs_lost_and_nothing_else() {
     }
     let dir = std::env::temp_dir().join(format!("compare-runs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let before = run_json(&[
-        row("wodfs", "regressed", 10.0, 300),
-        row("nullfs", "regressed", 5.0, 50),
-        row("wodfs", "machine-slower", 10.0, 300),
-        row("nullfs", "machine-slower", 5.0, 50),
-        row("wodfs", "nullfs-faster", 10.0, 300),
-        row("nullfs", "nullfs-faster", 5.0, 50),
-        row("wodfs", "short", 0.01, 30),
-        row("wodfs", "grew", 10.0, 300),
-    ]);
-    let after = run_json(&[
-        row("wodfs", "regressed", 20.0, 300),
-        row("nullfs", "regressed", 5.0, 50),
-        row("wodfs", "machine-slower", 15.0, 300),
-        row("nullfs", "machine-slower", 7.5, 50),
-        row("wodfs", "nullfs-faster", 11.0, 300),
-        row("nullfs", "nullfs-faster", 2.5, 50),
-        row("wodfs", "short", 0.04, 30),
-        row("wodfs", "grew", 10.0, 500),
-    ]);
+    // (file system, step, wall s before, after, peak MiB before, after)
+    let steps = [
+        ("wodfs", "regressed", 10.0, 20.0, 300, 300),
+        ("nullfs", "regressed", 5.0, 5.0, 50, 50),
+        ("wodfs", "machine-slower", 10.0, 15.0, 300, 300),
+        ("nullfs", "machine-slower", 5.0, 7.5, 50, 50),
+        ("wodfs", "nullfs-faster", 10.0, 11.0, 300, 300),
+        ("nullfs", "nullfs-faster", 5.0, 2.5, 50, 50),
+        ("wodfs", "short", 0.01, 0.04, 30, 30),
+        ("wodfs", "grew", 10.0, 10.0, 300, 500),
+    ];
+    let before = run_json(
+        &steps
+            .iter()
+            .map(|&(fs, step, wall, _, peak, _)| row(fs, step, wall, peak))
+            .collect::<Vec<_>>(),
+    );
+    let after = run_json(
+        &steps
+            .iter()
+            .map(|&(fs, step, _, wall, _, peak)| row(fs, step, wall, peak))
+            .collect::<Vec<_>>(),
+    );
     let (a, b) = (dir.join("before.json"), dir.join("after.json"));
     std::fs::write(&a, before).unwrap();
     std::fs::write(&b, after).unwrap();
