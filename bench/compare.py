@@ -11,8 +11,8 @@ storage, so what it lost is not ours), and its resident peak. Prints a
 markdown table of the steps whose time grew by more than F (default 1.2)
 both as measured and after that correction, or whose peak grew by more
 than F and 64 MiB, and exits 1 if there is any. A row is a place to
-look: single runs of short steps move by more than that. Steps under 50 ms are left out: their times are
-mostly noise.
+look: single runs of short steps move by more than that. Steps under
+50 ms are left out: their times are mostly noise.
 
 Session 34's range-move change doubled the 256 MiB rename (33.9 -> 68.4
 s) and raised its peak (455 -> 553 MiB); the full run showed it and
@@ -47,10 +47,12 @@ def regressions(previous, current, factor):
             n0, n1 = old_null.get(key, {}).get("wall_s"), new_null.get(key, {}).get("wall_s")
             if n0 and n1:
                 drift = n1 / n0
-            change = (t1 / t0) / drift
-            # Slower by itself too: a step that held its time while nullfs
-            # got faster is the reference's noise more often than ours.
-            if change > factor and t1 / t0 > factor:
+            measured = t1 / t0
+            change = measured / drift
+            # Slower as measured too: a step that held its time while
+            # nullfs got faster is the reference's noise more often than
+            # ours.
+            if change > factor and measured > factor:
                 out.append((*key, "wall s", t0, t1, drift, change))
         p0, p1 = then.get("daemon_peak_rss_bytes"), now.get("daemon_peak_rss_bytes")
         if p0 and p1 and p1 > p0 * factor and p1 - p0 > PEAK_SLACK_BYTES:
