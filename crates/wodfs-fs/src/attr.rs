@@ -196,6 +196,24 @@ impl Attr {
         }
     }
 
+    /// The attributes after `len > 0` bytes are written at `offset` at
+    /// time `now` by a caller whose write clears what `kill_priv` says:
+    /// the size grows to cover them, mtime and ctime become `now`.
+    pub fn written(
+        &self,
+        offset: u64,
+        len: u64,
+        kill_priv: crate::KillPriv,
+        now: Timespec,
+    ) -> Attr {
+        let mut a = self.clone();
+        a.size = a.size.max(offset + len);
+        a.mtime = now;
+        a.ctime = now;
+        a.perm = kill_priv.apply(a.perm, a.gid);
+        a
+    }
+
     /// Full `st_mode`: kind bits and permissions.
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | u32::from(self.perm)

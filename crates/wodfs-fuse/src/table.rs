@@ -44,10 +44,32 @@ struct Node {
 /// bulk when it shrinks its caches).
 const SHRINK_ABOVE_SLOTS: usize = 1 << 16;
 
+/// Paths built lately, kept for the requests that follow on the same
+/// inodes (an untar sends a file's CREATE, WRITEs, SETATTRs and RELEASE
+/// one after another, and LOOKUP and CREATE name its directory): slot
+/// `ino % RECENT_SLOTS`. Building a path walks the table up to the root
+/// and copies every name: 3.8 % of the request thread in an untar.
+const RECENT_SLOTS: usize = 8;
+
+/// A path built from the table when [`InodeTable::names_changed`] had
+/// this value.
+#[derive(Debug, Clone)]
+struct Recent {
+    ino: u64,
+    epoch: u64,
+    path: FsPath,
+}
+
 /// Inode number → (parent, name, lookup count).
 #[derive(Debug)]
 pub struct InodeTable {
     nodes: HashMap<u64, Node>,
+    /// Counts the changes that may change a path: a name, a parent, an
+    /// entry that goes or becomes addressed by inode number. A path built
+    /// before the last such change is not used (renaming a directory
+    /// changes the paths of everything below it, so any change counts).
+    names_changed: u64,
+    recent: [Option<Recent>; RECENT_SLOTS],
 }
 
 impl Default for InodeTable {
@@ -69,12 +91,30 @@ impl InodeTable {
         };
         InodeTable {
             nodes: HashMap::from([(ROOT_INO, root)]),
+            names_changed: 0,
+            recent: Default::default(),
         }
     }
 
     /// The path of `ino`, or `None` if it is unknown, gone or has no path.
-    pub fn path(&self, ino: u64) -> Option<FsPath> {
-        let mut names = Vec::new();
+    pub fn path(&mut self, ino: u64) -> Option<FsPath> {
+        let slot = &mut self.recent[(ino % RECENT_SLOTS as u64) as usize];
+        if let Some(r) = slot {
+            if r.ino == ino && r.epoch == self.names_changed {
+                return Some(r.path.clone());
+            }
+        }
+        let path = self.build_path(ino)?;
+        self.recent[(ino % RECENT_SLOTS as u64) as usize] = Some(Recent {
+            ino,
+            epoch: self.names_changed,
+            path: path.clone(),
+        });
+        Some(path)
+    }
+
+    fn build_path(&self, ino: u64) -> Option<FsPath> {
+        let mut names = Vec::with_capacity(16);
         let mut cur = ino;
         while cur != ROOT_INO {
             let n = self.nodes.get(&cur)?;
@@ -92,7 +132,7 @@ impl InodeTable {
     }
 
     /// Where the keys of `ino` live.
-    pub fn loc(&self, ino: u64) -> Option<Loc> {
+    pub fn loc(&mut self, ino: u64) -> Option<Loc> {
         let n = self.nodes.get(&ino)?;
         if n.inode_loc {
             return Some(Loc::Inode(ino));
@@ -114,12 +154,16 @@ impl InodeTable {
             gone: None,
             xattr_free: false,
         });
+        let inode_loc = matches!(loc, Loc::Inode(_));
+        if n.parent != parent || *n.name != *name || n.inode_loc != inode_loc || n.gone.is_some() {
+            self.names_changed += 1;
+        }
         n.parent = parent;
         if *n.name != *name {
             n.name = name.into();
         }
         n.lookups += 1;
-        n.inode_loc = matches!(loc, Loc::Inode(_));
+        n.inode_loc = inode_loc;
         n.gone = None;
     }
 
@@ -153,6 +197,7 @@ impl InodeTable {
             n.lookups = n.lookups.saturating_sub(count);
             if n.lookups == 0 {
                 self.nodes.remove(&ino);
+                self.names_changed += 1;
                 let slots = self.nodes.capacity();
                 if slots > SHRINK_ABOVE_SLOTS && self.nodes.len() < slots / 4 {
                     self.nodes.shrink_to(self.nodes.len() * 2);
@@ -163,6 +208,7 @@ impl InodeTable {
 
     /// `ino` was renamed to `name` in `parent`.
     pub fn renamed(&mut self, ino: u64, parent: u64, name: &[u8]) {
+        self.names_changed += 1;
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.parent = parent;
             n.name = name.into();
@@ -172,6 +218,7 @@ impl InodeTable {
     /// A name of `r.ino` was removed; `r.inode_loc` says whether the file
     /// lives on in the inode space.
     pub fn removed(&mut self, r: &Removed) {
+        self.names_changed += 1;
         if let Some(n) = self.nodes.get_mut(&r.ino) {
             if r.inode_loc {
                 n.inode_loc = true;
@@ -190,6 +237,7 @@ impl InodeTable {
 
     /// `ino` now lives in the inode space (it got a second name).
     pub fn linked(&mut self, ino: u64) {
+        self.names_changed += 1;
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.inode_loc = true;
         }
@@ -237,6 +285,35 @@ mod tests {
         t.forget(3, 1);
         assert_eq!(t.loc(3), None);
         assert_eq!(t.len(), 2);
+    }
+
+    /// A path kept from an earlier request is not used after any change
+    /// of names: an inode forgotten and found again under another name, a
+    /// lookup that finds it elsewhere, a second name.
+    #[test]
+    fn kept_paths_follow_every_change_of_names() {
+        let mut t = InodeTable::new();
+        let p = |s: &str| Loc::Path(FsPath::parse(s).unwrap());
+        t.remember(2, 1, b"d", &p("/d"));
+        t.remember(3, 2, b"f", &p("/d/f"));
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/d/f");
+        t.forget(3, 1);
+        assert_eq!(t.path(3), None);
+        t.remember(3, 1, b"g", &p("/g"));
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/g");
+        t.remember(3, 2, b"h", &p("/d/h"));
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/d/h");
+        assert_eq!(t.loc(3), Some(p("/d/h")));
+        t.linked(3);
+        assert_eq!(t.loc(3), Some(Loc::Inode(3)));
+        // Inodes that share a slot do not answer for each other.
+        let other = 3 + RECENT_SLOTS as u64;
+        t.remember(other, 1, b"o", &p("/o"));
+        assert_eq!(t.path(2).unwrap().as_bytes(), b"/d");
+        assert_eq!(t.path(other).unwrap().as_bytes(), b"/o");
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/d/h");
+        t.renamed(2, 1, b"e");
+        assert_eq!(t.path(3).unwrap().as_bytes(), b"/e/h");
     }
 
     #[test]

@@ -85,15 +85,25 @@ impl FsPath {
         })
     }
 
-    /// Builds a path from names, validating each one.
+    /// Builds a path from names, validating each one; fails as joining
+    /// them one by one would, without copying the path at every step (the
+    /// FUSE adapter builds the path of a file for each request it gets:
+    /// 3.8 % of the request thread in an untar, joining).
     pub fn from_names<N: AsRef<[u8]>>(
         names: impl IntoIterator<Item = N>,
     ) -> Result<FsPath, SchemaError> {
-        let mut path = FsPath::root();
+        let mut bytes = Vec::with_capacity(64);
         for name in names {
-            path = path.join(name.as_ref())?;
+            let name = name.as_ref();
+            validate_name(name)?;
+            bytes.push(b'/');
+            bytes.extend_from_slice(name);
+            check_path_len(bytes.len())?;
         }
-        Ok(path)
+        if bytes.is_empty() {
+            return Ok(FsPath::root());
+        }
+        Ok(FsPath { bytes })
     }
 
     /// The POSIX bytes, e.g. `b"/a/b"`.
@@ -307,6 +317,28 @@ mod tests {
         let names: Vec<&[u8]> = xy.names().collect();
         assert_eq!(names, vec![&b"x"[..], &b"y"[..]]);
         assert_eq!(FsPath::from_names(["x", "y"]).unwrap(), p("/x/y"));
+    }
+
+    proptest::proptest! {
+        /// Building a path in one pass gives what joining its names one by
+        /// one gives, errors included: names with a slash, a NUL, `.`, too
+        /// long, and paths past the length limit.
+        #[test]
+        fn from_names_is_joining_one_by_one(
+            names in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::collection::vec(
+                        proptest::sample::select(vec![b'a', b'/', 0, b'.']), 0..4),
+                    proptest::strategy::Strategy::prop_map(1usize..300, |n| vec![b'n'; n]),
+                ],
+                0..24,
+            )
+        ) {
+            let joined = names
+                .iter()
+                .try_fold(FsPath::root(), |path, name| path.join(name));
+            proptest::prop_assert_eq!(FsPath::from_names(&names), joined);
+        }
     }
 
     #[test]

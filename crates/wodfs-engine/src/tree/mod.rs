@@ -819,6 +819,7 @@ impl Tree {
                         "log region full after the room check".into(),
                     ));
                 }
+                self.shared.stats.add_batch();
                 for (op, key, value_bytes) in std::mem::take(&mut unbound) {
                     st.unbound.push(bind::Unbound {
                         lsn,

@@ -21,6 +21,7 @@ macro_rules! counters {
 }
 
 counters! {
+    batches: "Write batches applied and logged (one log record each).",
     header_reads: "Node headers read from the device.",
     partition_reads: "Single partitions read from the device.",
     segment_reads: "Pieces of segmented buffers read alone by point queries (kept in the segment cache, not loaded into the node).",
@@ -47,6 +48,9 @@ counters! {
 }
 
 impl Stats {
+    pub fn add_batch(&self) {
+        self.batches.fetch_add(1, Relaxed);
+    }
     pub fn add_header_read(&self) {
         self.header_reads.fetch_add(1, Relaxed);
     }

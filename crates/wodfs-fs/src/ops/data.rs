@@ -249,16 +249,43 @@ impl Fs {
         if end.is_none_or(|e| e > FILE_BYTES_MAX) {
             return err(libc::EFBIG);
         }
+        self.write_then_set(loc, offset, data, kill_priv, None)
+    }
+
+    /// [`Fs::write`], after which the file's attributes are `attr`
+    /// instead of what the write alone makes them: `attr` is what the
+    /// caller computed for the setattr calls that followed the write
+    /// (the FUSE adapter answers those of a file whose writes it holds
+    /// itself, see [`SetAttr::apply_to`] and [`Attr::written`]), and it is
+    /// written in the write's last batch. `data` must not be empty when
+    /// `attr` is given.
+    ///
+    /// [`SetAttr::apply_to`]: crate::SetAttr::apply_to
+    pub fn write_then_set(
+        &self,
+        loc: &Loc,
+        offset: u64,
+        data: &[u8],
+        kill_priv: KillPriv,
+        attr: Option<&Attr>,
+    ) -> FsResult<Attr> {
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|e| e > FILE_BYTES_MAX) {
+            return err(libc::EFBIG);
+        }
+        debug_assert!(attr.is_none_or(|a| !data.is_empty() && a.size >= end.unwrap_or(0)));
         let chunk = self.write_chunk_bytes();
         if data.len() <= chunk {
-            return self.write_batch(loc, offset, data, kill_priv);
+            return self.write_batch(loc, offset, data, kill_priv, attr);
         }
-        let mut attr = None;
+        let mut last = None;
+        let pieces = data.len().div_ceil(chunk);
         for (i, piece) in data.chunks(chunk).enumerate() {
             let at = offset + (i * chunk) as u64;
-            attr = Some(self.write_batch(loc, at, piece, kill_priv)?);
+            let then = if i + 1 == pieces { attr } else { None };
+            last = Some(self.write_batch(loc, at, piece, kill_priv, then)?);
         }
-        attr.map_or_else(|| self.getattr(loc), Ok)
+        last.map_or_else(|| self.getattr(loc), Ok)
     }
 
     fn write_batch(
@@ -267,6 +294,7 @@ impl Fs {
         offset: u64,
         data: &[u8],
         kill_priv: KillPriv,
+        then: Option<&Attr>,
     ) -> FsResult<Attr> {
         self.back_pressure.pace_writer();
         let g = self.lock();
@@ -274,14 +302,12 @@ impl Fs {
         if data.is_empty() {
             return Ok(old);
         }
-        let mut attr = old.clone();
         let mut ops = Vec::new();
-        write_ops(loc, offset, data, attr.size, &mut ops);
-        attr.size = attr.size.max(offset + data.len() as u64);
-        let now = Timespec::now();
-        attr.mtime = now;
-        attr.ctime = now;
-        attr.perm = kill_priv.apply(attr.perm, attr.gid);
+        write_ops(loc, offset, data, old.size, &mut ops);
+        let attr = match then {
+            Some(set) => set.clone(),
+            None => old.written(offset, data.len() as u64, kill_priv, Timespec::now()),
+        };
         update_attr(loc, &old, &attr, &mut ops);
         g.write_owned(ops)?;
         Ok(attr)

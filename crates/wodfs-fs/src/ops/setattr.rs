@@ -37,6 +37,48 @@ pub struct SetAttr {
     pub kill_priv: crate::KillPriv,
 }
 
+impl SetAttr {
+    /// True if this call changes the size (a truncate or an extension,
+    /// which [`SetAttr::apply_to`] leaves to [`Fs::setattr`]).
+    pub fn changes_size(&self) -> bool {
+        self.size.is_some()
+    }
+
+    /// Applies every change but the size to `a`, at time `now`: what
+    /// [`Fs::setattr`] does after a size change. The FUSE adapter uses it
+    /// to answer a setattr of a file whose writes it still holds, and
+    /// writes the result with them.
+    pub fn apply_to(&self, a: &mut Attr, now: Timespec) {
+        let pick = |t: SetTime| match t {
+            SetTime::At(t) => t,
+            SetTime::Now => now,
+        };
+        if self.uid.is_some() || self.gid.is_some() {
+            if a.kind != Kind::Dir {
+                a.perm = self.kill_priv.apply_chown(a.perm, a.gid);
+            }
+            a.uid = self.uid.unwrap_or(a.uid);
+            a.gid = self.gid.unwrap_or(a.gid);
+            a.ctime = now;
+        }
+        if let Some(mode) = self.mode {
+            a.perm = (mode & 0o7777) as u16;
+            a.ctime = now;
+        }
+        if let Some(t) = self.atime {
+            a.atime = pick(t);
+            a.ctime = now;
+        }
+        if let Some(t) = self.mtime {
+            a.mtime = pick(t);
+            a.ctime = now;
+        }
+        if let Some(t) = self.ctime {
+            a.ctime = t;
+        }
+    }
+}
+
 impl Fs {
     /// Applies `set` to the object at `loc` and returns its attributes.
     pub fn setattr(&self, loc: &Loc, set: &SetAttr) -> FsResult<Attr> {
@@ -45,10 +87,6 @@ impl Fs {
         let mut a = old.clone();
         let now = Timespec::now();
         let mut ops = Vec::new();
-        let pick = |t: SetTime| match t {
-            SetTime::At(t) => t,
-            SetTime::Now => now,
-        };
         if let Some(size) = set.size {
             match a.kind {
                 Kind::File => {}
@@ -64,29 +102,7 @@ impl Fs {
             a.ctime = now;
             a.perm = set.kill_priv.apply(a.perm, a.gid);
         }
-        if set.uid.is_some() || set.gid.is_some() {
-            if a.kind != Kind::Dir {
-                a.perm = set.kill_priv.apply_chown(a.perm, a.gid);
-            }
-            a.uid = set.uid.unwrap_or(a.uid);
-            a.gid = set.gid.unwrap_or(a.gid);
-            a.ctime = now;
-        }
-        if let Some(mode) = set.mode {
-            a.perm = (mode & 0o7777) as u16;
-            a.ctime = now;
-        }
-        if let Some(t) = set.atime {
-            a.atime = pick(t);
-            a.ctime = now;
-        }
-        if let Some(t) = set.mtime {
-            a.mtime = pick(t);
-            a.ctime = now;
-        }
-        if let Some(t) = set.ctime {
-            a.ctime = t;
-        }
+        set.apply_to(&mut a, now);
         update_attr(loc, &old, &a, &mut ops);
         if !ops.is_empty() {
             g.write(&ops)?;

@@ -47,7 +47,6 @@ impl WodFuse {
         reply: ReplyAttr,
     ) {
         guarded("setattr", || {
-            self.pending.flush_all(&self.fs);
             let set = SetAttr {
                 mode,
                 uid,
@@ -58,6 +57,10 @@ impl WodFuse {
                 ctime: ctime.map(Into::into),
                 kill_priv: modifier(req),
             };
+            if let Some(attr) = self.pending.set_attr(&self.fs, ino.0, &set) {
+                return reply_attr(reply, Ok(attr));
+            }
+            self.pending.flush_all(&self.fs);
             let r = self.loc(ino).and_then(|l| self.fs.setattr(&l, &set));
             reply_attr(reply, r);
         });

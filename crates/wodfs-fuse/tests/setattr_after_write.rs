@@ -1,0 +1,100 @@
+//! A file written and then given its times, owner and mode, as tar and
+//! rsync leave every file they write: the SETATTRs join the writes the
+//! daemon still holds, and the file's bytes and attributes reach the engine
+//! as one batch. What the kernel was answered is what is stored.
+
+mod common;
+
+use std::fs::{File, FileTimes, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::{Duration, SystemTime};
+
+use common::{mkfs, mount, Scratch};
+
+/// (size, mode, uid, gid, mtime, ctime) as stat(2) gives them.
+fn stat(path: &std::path::Path) -> (u64, u32, u32, u32, (i64, i64), (i64, i64)) {
+    let m = std::fs::metadata(path).unwrap();
+    (
+        m.size(),
+        m.mode(),
+        m.uid(),
+        m.gid(),
+        (m.mtime(), m.mtime_nsec()),
+        (m.ctime(), m.ctime_nsec()),
+    )
+}
+
+fn body(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(seed) % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn times_owner_and_mode_after_writes_cost_no_batch_of_their_own() {
+    require_fuse!();
+    let s = Scratch::new("setattr-after-write");
+    mkfs(&s.image(), 1 << 30);
+    let m = mount(&s.image(), &s.mnt(), false);
+    let tree = m.fs.tree();
+
+    // tar's order: writes of 10 KiB, then utimens, fchown, fchmod, close.
+    let path = m.mnt.join("tarred");
+    let data = body(25_000, 7);
+    let mut f = File::create(&path).unwrap();
+    let before = tree.stats().batches;
+    for piece in data.chunks(10240) {
+        f.write_all(piece).unwrap();
+    }
+    let mtime = SystemTime::UNIX_EPOCH + Duration::new(1_600_000_000, 123_456_789);
+    f.set_times(FileTimes::new().set_modified(mtime)).unwrap();
+    std::os::unix::fs::fchown(&f, Some(0), Some(0)).unwrap();
+    f.set_permissions(Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before,
+        "the setattrs waited for the writes"
+    );
+    f.sync_all().unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before + 1,
+        "writes and setattrs in one batch"
+    );
+    drop(f);
+    let answered = stat(&path);
+    assert_eq!(answered.0, data.len() as u64);
+    assert_eq!(answered.1 & 0o7777, 0o640);
+    assert_eq!(answered.4, (1_600_000_000, 123_456_789));
+
+    // A setattr between writes: the writes after it still move the size
+    // and the times.
+    let path2 = m.mnt.join("between");
+    let data2 = body(9_000, 13);
+    let mut f = File::create(&path2).unwrap();
+    f.write_all(&data2[..4000]).unwrap();
+    f.set_permissions(Permissions::from_mode(0o600)).unwrap();
+    f.set_times(FileTimes::new().set_modified(mtime)).unwrap();
+    f.write_all(&data2[4000..]).unwrap();
+    drop(f);
+    let answered2 = stat(&path2);
+    assert_eq!(answered2.0, data2.len() as u64);
+    assert_eq!(answered2.1 & 0o7777, 0o600);
+    assert!(
+        answered2.4 > (1_600_000_000, 123_456_789),
+        "the last write set mtime"
+    );
+    m.unmount();
+
+    let m = mount(&s.image(), &s.mnt(), false);
+    assert_eq!(
+        stat(&path),
+        answered,
+        "stored = what the kernel was answered"
+    );
+    assert_eq!(stat(&path2), answered2);
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+    assert_eq!(std::fs::read(&path2).unwrap(), data2);
+    m.unmount();
+}
