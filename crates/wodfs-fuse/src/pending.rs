@@ -17,6 +17,14 @@
 //!   the core holds plus the run, and writes them with its bytes. The
 //!   kernel cached those attributes from the replies; the core gets the
 //!   same ones.
+//!   A RELEASE of a file at a path with bytes pending leaves them
+//!   pending too (rsync sets times and mode after closing; the next request
+//!   writes them), see [`PendingWrites::held_at_path`]. A GETATTR observes
+//!   one inode: it is answered from the inode's run as a SETATTR is, and
+//!   leaves the runs of other inodes pending.
+//! * Requests that observe or change names or contents (LOOKUP, READDIR,
+//!   READ, RENAME, UNLINK, ...) write every run first: they may see any
+//!   file's size or location.
 //! * A flush that fails (it runs on behalf of some other request) keeps its
 //!   errno for the inode; the next fsync, flush or release of that inode
 //!   reports it, as the kernel reports a failed page writeback.
@@ -220,6 +228,9 @@ impl PendingWrites {
     /// batches, each looking the attributes up again, for one. Every other
     /// run is written first, as any request but a WRITE writes them.
     ///
+    /// With no change in `set`, this answers a GETATTR: the attributes the
+    /// file has with its run written, which the run then keeps.
+    ///
     /// `None` if the run cannot take it: the caller writes the runs and
     /// sets the attributes itself. A failure to write the run later is
     /// kept for the inode's fsync or release, as a failed write is.
@@ -253,14 +264,40 @@ impl PendingWrites {
         Some(attr)
     }
 
+    /// Writes every pending run if `ino` has one.
+    pub fn flush_if_held(&self, fs: &Fs, ino: u64) {
+        if self.runs.lock().contains_key(&ino) {
+            self.flush_all(fs);
+        }
+    }
+
     /// Writes every pending run, then reports (and forgets) a failed
     /// deferred write of `ino`.
     pub fn settle(&self, fs: &Fs, ino: u64) -> FsResult<()> {
         self.flush_all(fs);
+        self.take_error(ino)
+    }
+
+    /// Reports (and forgets) a failed deferred write of `ino`.
+    pub fn take_error(&self, ino: u64) -> FsResult<()> {
         match self.errors.lock().remove(&ino) {
             Some(code) => Err(FsError::Posix(code)),
             None => Ok(()),
         }
+    }
+
+    /// True if `ino` has bytes pending at a path: its RELEASE may leave
+    /// them pending, for the setattrs that follow a close to join (rsync
+    /// closes each file it writes, then sets its times and its mode; git
+    /// makes its objects read-only after closing them). Nothing observes
+    /// a state between a RELEASE and the next request, which writes them.
+    /// A file addressed by inode number may be an orphan, which releasing
+    /// its last handle deletes: its bytes are written first.
+    pub fn held_at_path(&self, ino: u64) -> bool {
+        self.runs
+            .lock()
+            .get(&ino)
+            .is_some_and(|run| !run.data.is_empty() && matches!(run.loc, Loc::Path(_)))
     }
 
     fn write_run(&self, fs: &Fs, run: &Run) -> FsResult<Attr> {

@@ -98,3 +98,49 @@ fn times_owner_and_mode_after_writes_cost_no_batch_of_their_own() {
     assert_eq!(std::fs::read(&path2).unwrap(), data2);
     m.unmount();
 }
+
+#[test]
+fn setattrs_after_the_close_join_the_writes_too() {
+    require_fuse!();
+    let s = Scratch::new("setattr-after-close");
+    mkfs(&s.image(), 1 << 30);
+    let m = mount(&s.image(), &s.mnt(), false);
+    let tree = m.fs.tree();
+
+    // rsync's order: create a temporary, write, close, set the times by
+    // path, set the mode, rename into place.
+    let tmp = m.mnt.join(".synced.XXXXXX");
+    let data = body(12_813, 11);
+    let mut f = File::create(&tmp).unwrap();
+    let before = tree.stats().batches;
+    f.write_all(&data).unwrap();
+    drop(f);
+    let mtime = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+    let g = File::open(&tmp).unwrap();
+    g.set_times(FileTimes::new().set_modified(mtime)).unwrap();
+    drop(g);
+    std::fs::set_permissions(&tmp, Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before,
+        "still pending after the close"
+    );
+    let answered = stat(&tmp);
+    assert_eq!(answered.0, data.len() as u64);
+    assert_eq!(answered.4, (1_700_000_000, 5));
+    assert_eq!(answered.1 & 0o7777, 0o644);
+    let path = m.mnt.join("synced");
+    std::fs::rename(&tmp, &path).unwrap();
+    let renamed = stat(&path);
+    assert_eq!(renamed.4, answered.4, "a rename changes ctime only");
+    m.unmount();
+
+    let m = mount(&s.image(), &s.mnt(), false);
+    assert_eq!(
+        stat(&path),
+        renamed,
+        "stored = what the kernel was answered"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+    m.unmount();
+}

@@ -154,7 +154,11 @@ impl WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("release", || {
-            let settled = self.pending.settle(&self.fs, ino.0);
+            let settled = if self.pending.held_at_path(ino.0) {
+                self.pending.take_error(ino.0)
+            } else {
+                self.pending.settle(&self.fs, ino.0)
+            };
             let released = self.fs.release_file(ino.0);
             reply_empty(reply, settled.and(released))
         });
