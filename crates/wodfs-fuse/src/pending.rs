@@ -8,23 +8,23 @@
 //!   written; all runs together hold at most about [`PENDING_BYTES_MAX`].
 //!   A run may be empty: the continuation of a stream whose bytes so far
 //!   are written.
-//! * Every request other than WRITE and FORGET flushes all pending runs
-//!   before it does anything, so no request ever observes a state without
-//!   them (sizes, contents, renames that change a location). A SETATTR
-//!   that leaves the size alone, of a file with bytes pending, flushes the
-//!   others and joins its own run: the run then carries the attributes
-//!   the file has after it and the calls it answered, computed from what
-//!   the core holds plus the run, and writes them with its bytes. The
-//!   kernel cached those attributes from the replies; the core gets the
-//!   same ones.
-//!   A RELEASE of a file at a path with bytes pending leaves them
-//!   pending too (rsync sets times and mode after closing; the next request
-//!   writes them), see [`PendingWrites::held_at_path`]. A GETATTR observes
-//!   one inode: it is answered from the inode's run as a SETATTR is, and
-//!   leaves the runs of other inodes pending.
-//! * Requests that observe or change names or contents (LOOKUP, READDIR,
-//!   READ, RENAME, UNLINK, ...) write every run first: they may see any
-//!   file's size or location.
+//! * No request observes a state without the runs (sizes, times,
+//!   contents, renames that change a location):
+//!   - requests that change names, or read contents or many inodes'
+//!     attributes (CREATE, READDIR, READ, RENAME, UNLINK, STATFS, ...)
+//!     write every run first;
+//!   - requests that observe one inode's attributes (GETATTR, LOOKUP:
+//!     pending bytes change no name) are answered from that inode's run
+//!     ([`PendingWrites::attr_of`]): the attributes the core holds, plus
+//!     the run, plus the setattrs it answered. The run keeps what it
+//!     answered and writes it with its bytes, so the core gets what the
+//!     kernel cached. Other inodes' runs stay pending;
+//!   - a SETATTR that leaves the size alone, of a file with bytes pending,
+//!     joins the run the same way ([`PendingWrites::set_attr`]): tar and
+//!     rsync set times, owner and mode of every file they write;
+//!   - a RELEASE of a file at a path leaves its run pending (rsync sets
+//!     times and mode after closing; the next request writes it), see
+//!     [`PendingWrites::held_at_path`]; WRITE, OPEN and FORGET write none.
 //! * A flush that fails (it runs on behalf of some other request) keeps its
 //!   errno for the inode; the next fsync, flush or release of that inode
 //!   reports it, as the kernel reports a failed page writeback.
@@ -262,6 +262,21 @@ impl PendingWrites {
         set.apply_to(&mut attr, now);
         run.attr = Some(attr.clone());
         Some(attr)
+    }
+
+    /// `stored`, the attributes the core holds for a file, as they are
+    /// with the file's pending bytes (and the setattrs they carry): from
+    /// its run, which keeps them, or after writing every run if the run
+    /// cannot answer.
+    pub fn attr_of(&self, fs: &Fs, stored: Attr, loc: &Loc) -> FsResult<Attr> {
+        if !self.runs.lock().contains_key(&stored.ino) {
+            return Ok(stored);
+        }
+        if let Some(attr) = self.set_attr(fs, stored.ino, &SetAttr::default()) {
+            return Ok(attr);
+        }
+        self.flush_all(fs);
+        fs.getattr(loc)
     }
 
     /// Writes every pending run if `ino` has one.

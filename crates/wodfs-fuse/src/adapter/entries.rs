@@ -14,14 +14,21 @@ impl WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("lookup", || {
-            self.pending.flush_all(&self.fs);
+            // Pending bytes change no name: only the attributes of the file
+            // found, which its run answers for (rsync's generator looks up
+            // the next names while the receiver's last file waits for its
+            // times and mode).
             let r = (|| {
                 let dir = self.path(parent)?;
                 let path = dir.join(name_bytes(name))?;
-                Ok(self.fs.try_resolve(&path)?.map(|(a, loc)| {
-                    self.entry(parent, name_bytes(name), &a, &loc);
-                    a
-                }))
+                match self.fs.try_resolve(&path)? {
+                    Some((a, loc)) => {
+                        let a = self.pending.attr_of(&self.fs, a, &loc)?;
+                        self.entry(parent, name_bytes(name), &a, &loc);
+                        Ok(Some(a))
+                    }
+                    None => Ok(None),
+                }
             })();
             match r {
                 Ok(Some(a)) => reply.entry(&TTL, &file_attr(&a), GEN),
