@@ -18,7 +18,8 @@
 //!     ([`PendingWrites::attr_of`]): the attributes the core holds, plus
 //!     the run, plus the setattrs it answered. The run keeps what it
 //!     answered and writes it with its bytes, so the core gets what the
-//!     kernel cached. Other inodes' runs stay pending;
+//!     kernel cached; the other runs are written. On an inode without a
+//!     run they write none;
 //!   - a SETATTR that leaves the size alone, of a file with bytes pending,
 //!     joins the run the same way ([`PendingWrites::set_attr`]): tar and
 //!     rsync set times, owner and mode of every file they write;
@@ -226,7 +227,9 @@ impl PendingWrites {
     /// the run and are written with its bytes, in one batch. tar sets the
     /// times, owner and mode of every file right after writing it: three
     /// batches, each looking the attributes up again, for one. Every other
-    /// run is written first, as any request but a WRITE writes them.
+    /// run is written first (they are rare here: a file's requests come
+    /// together), which keeps the runs in the log in the order their
+    /// files were last written.
     ///
     /// With no change in `set`, this answers a GETATTR: the attributes the
     /// file has with its run written, which the run then keeps.

@@ -12,6 +12,10 @@
 //!   is addressed by inode number, not path; one marked `gone` has no name
 //!   and no data left, only the attributes it had when it went (an open
 //!   directory that was removed still answers `fstat`).
+//! * A path built for an inode is kept (a few, by inode number) with the
+//!   count of name changes it was built at; any change of a name, a
+//!   parent, an entry's removal or its move to the inode space counts, so
+//!   a kept path is used only while nothing that could change it happened.
 //! * An entry marked `xattr_free` was created through this mount and has
 //!   had no SETXATTR since: it has no extended attributes, so GETXATTR
 //!   (the kernel asks for `security.capability` before the first write of
