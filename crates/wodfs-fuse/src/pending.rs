@@ -72,17 +72,19 @@ impl Run {
             attr: None,
         }
     }
+}
 
-    /// Writes it (`data` must not be empty).
-    fn write(&self, fs: &Fs) -> FsResult<Attr> {
-        fs.write_then_set(
-            &self.loc,
-            self.offset,
-            &self.data,
-            self.kill_priv,
-            self.attr.as_ref(),
-        )
-    }
+/// What a pending run answers for its file's attributes.
+#[derive(Debug)]
+pub enum FromRun {
+    /// The file has no run: the core's attributes are current.
+    NoRun,
+    /// The attributes with the run (and the setattrs it took), which the
+    /// run keeps and writes with its bytes.
+    Answered(Attr),
+    /// The run cannot answer (it changes the size, holds no bytes, or
+    /// clears privileges as it is written): write the runs first.
+    Cannot,
 }
 
 /// Pending runs by inode, and errors of failed flushes.
@@ -140,15 +142,11 @@ impl PendingWrites {
                 if run.data.len() == COALESCE_BYTES {
                     // The run stays, empty, for the rest of the stream.
                     let full = std::mem::replace(&mut run.data, Vec::with_capacity(COALESCE_BYTES));
-                    let full = Run {
-                        loc: loc.clone(),
-                        offset: run.offset,
-                        data: full,
-                        kill_priv,
-                        attr: run.attr.take(),
-                    };
-                    run.offset += full.data.len() as u64;
-                    return self.write_run(fs, &full).map(|_| false);
+                    let (at, attr) = (run.offset, run.attr.take());
+                    run.offset += full.len() as u64;
+                    return self
+                        .write_bytes(fs, &loc, at, &full, kill_priv, attr.as_ref())
+                        .map(|_| false);
                 }
                 return Ok(false);
             }
@@ -162,18 +160,17 @@ impl PendingWrites {
             // clear privileges: it is written now, so the caller can tell
             // the kernel, and the run continues after it, empty.
             let before = fs.getattr(&loc)?.perm;
-            let run = Run {
-                data: data.to_vec(),
-                ..Run::empty(loc.clone(), offset, kill_priv)
-            };
-            let after = self.write_run(fs, &run)?.perm;
+            let after = self
+                .write_bytes(fs, &loc, offset, data, kill_priv, None)?
+                .perm;
             let end = offset + data.len() as u64;
             runs.insert(ino, Run::empty(loc, end, kill_priv));
             return Ok(after != before);
         }
         if data.len() >= COALESCE_BYTES / 2 {
-            self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-            return fs.write(&loc, offset, data, kill_priv).map(|_| false);
+            return self
+                .write_bytes(fs, &loc, offset, data, kill_priv, None)
+                .map(|_| false);
         }
         // Room for the writes a small file is made of, so the run is not
         // grown (copied) as they arrive: the copies were 1.4 % of the
@@ -231,20 +228,23 @@ impl PendingWrites {
     /// together), which keeps the runs in the log in the order their
     /// files were last written.
     ///
-    /// With no change in `set`, this answers a GETATTR: the attributes the
-    /// file has with its run written, which the run then keeps.
+    /// With no change in `set`, this answers a GETATTR or a LOOKUP: the
+    /// attributes the file has with its run written, which the run then
+    /// keeps.
     ///
-    /// `None` if the run cannot take it: the caller writes the runs and
-    /// sets the attributes itself. A failure to write the run later is
-    /// kept for the inode's fsync or release, as a failed write is.
-    pub fn set_attr(&self, fs: &Fs, ino: u64, set: &SetAttr) -> Option<Attr> {
+    /// On [`FromRun::Cannot`] the caller writes the runs and sets or reads
+    /// the attributes itself. A failure to write the run later is kept for
+    /// the inode's fsync or release, as a failed write is.
+    pub fn set_attr(&self, fs: &Fs, ino: u64, set: &SetAttr) -> FromRun {
         if set.changes_size() {
-            return None;
+            return FromRun::Cannot;
         }
         let mut runs = self.runs.lock();
-        let run = runs.get(&ino)?;
+        let Some(run) = runs.get(&ino) else {
+            return FromRun::NoRun;
+        };
         if run.data.is_empty() || run.kill_priv != KillPriv::Keep {
-            return None;
+            return FromRun::Cannot;
         }
         let others: Vec<u64> = runs.keys().copied().filter(|&i| i != ino).collect();
         for other in others {
@@ -255,37 +255,28 @@ impl PendingWrites {
         let now = Timespec::now();
         let mut attr = match run.attr.take() {
             Some(attr) => attr,
-            None => fs.getattr(&run.loc).ok()?.written(
-                run.offset,
-                run.data.len() as u64,
-                run.kill_priv,
-                now,
-            ),
+            None => match fs.getattr(&run.loc) {
+                Ok(stored) => stored.written(run.offset, run.data.len() as u64, run.kill_priv, now),
+                Err(_) => return FromRun::Cannot,
+            },
         };
         set.apply_to(&mut attr, now);
         run.attr = Some(attr.clone());
-        Some(attr)
+        FromRun::Answered(attr)
     }
 
-    /// `stored`, the attributes the core holds for a file, as they are
-    /// with the file's pending bytes (and the setattrs they carry): from
-    /// its run, which keeps them, or after writing every run if the run
-    /// cannot answer.
+    /// `stored`, the attributes the core holds for the file at `loc`, as
+    /// they are with the file's pending bytes (and the setattrs they
+    /// carry): from its run, which keeps them, or after writing every run
+    /// if the run cannot answer.
     pub fn attr_of(&self, fs: &Fs, stored: Attr, loc: &Loc) -> FsResult<Attr> {
-        if !self.runs.lock().contains_key(&stored.ino) {
-            return Ok(stored);
-        }
-        if let Some(attr) = self.set_attr(fs, stored.ino, &SetAttr::default()) {
-            return Ok(attr);
-        }
-        self.flush_all(fs);
-        fs.getattr(loc)
-    }
-
-    /// Writes every pending run if `ino` has one.
-    pub fn flush_if_held(&self, fs: &Fs, ino: u64) {
-        if self.runs.lock().contains_key(&ino) {
-            self.flush_all(fs);
+        match self.set_attr(fs, stored.ino, &SetAttr::default()) {
+            FromRun::NoRun => Ok(stored),
+            FromRun::Answered(attr) => Ok(attr),
+            FromRun::Cannot => {
+                self.flush_all(fs);
+                fs.getattr(loc)
+            }
         }
     }
 
@@ -318,8 +309,30 @@ impl PendingWrites {
             .is_some_and(|run| !run.data.is_empty() && matches!(run.loc, Loc::Path(_)))
     }
 
+    /// Writes a run (`data` must not be empty).
     fn write_run(&self, fs: &Fs, run: &Run) -> FsResult<Attr> {
+        let Run {
+            loc,
+            offset,
+            data,
+            kill_priv,
+            attr,
+        } = run;
+        self.write_bytes(fs, loc, *offset, data, *kill_priv, attr.as_ref())
+    }
+
+    /// Hands bytes to the core as one engine write (counted), with the
+    /// attributes a run answered, if any.
+    fn write_bytes(
+        &self,
+        fs: &Fs,
+        loc: &Loc,
+        offset: u64,
+        data: &[u8],
+        kill_priv: KillPriv,
+        attr: Option<&Attr>,
+    ) -> FsResult<Attr> {
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        run.write(fs)
+        fs.write_then_set(loc, offset, data, kill_priv, attr)
     }
 }

@@ -102,14 +102,14 @@ impl InodeTable {
 
     /// The path of `ino`, or `None` if it is unknown, gone or has no path.
     pub fn path(&mut self, ino: u64) -> Option<FsPath> {
-        let slot = &mut self.recent[(ino % RECENT_SLOTS as u64) as usize];
-        if let Some(r) = slot {
+        let slot = (ino % RECENT_SLOTS as u64) as usize;
+        if let Some(r) = &self.recent[slot] {
             if r.ino == ino && r.epoch == self.names_changed {
                 return Some(r.path.clone());
             }
         }
         let path = self.build_path(ino)?;
-        self.recent[(ino % RECENT_SLOTS as u64) as usize] = Some(Recent {
+        self.recent[slot] = Some(Recent {
             ino,
             epoch: self.names_changed,
             path: path.clone(),

@@ -109,7 +109,9 @@ fn setattrs_after_the_close_join_the_writes_too() {
 
     // rsync's order: create a temporary, write, close, set the times by
     // path, set the mode, rename into place.
-    let tmp = m.mnt.join(".synced.XXXXXX");
+    // The name rsync gives its temporary: a dot, the name, six random
+    // characters.
+    let tmp = m.mnt.join(".synced.q7Lp2x");
     let data = body(12_813, 11);
     let mut f = File::create(&tmp).unwrap();
     let before = tree.stats().batches;

@@ -245,10 +245,6 @@ impl Fs {
         data: &[u8],
         kill_priv: KillPriv,
     ) -> FsResult<Attr> {
-        let end = offset.checked_add(data.len() as u64);
-        if end.is_none_or(|e| e > FILE_BYTES_MAX) {
-            return err(libc::EFBIG);
-        }
         self.write_then_set(loc, offset, data, kill_priv, None)
     }
 

@@ -20,13 +20,15 @@ impl WodFuse {
             // The kernel asks after a write made its copy stale (on the
             // next open, or a setattr by path): answered from the run, which
             // stays pending for the setattrs that may follow.
-            if let Some(attr) = self.pending.set_attr(&self.fs, ino.0, &SetAttr::default()) {
-                return reply_attr(reply, Ok(attr));
+            // Other files' bytes do not change these attributes: without a
+            // run of its own, no run is written (the kernel asks for a
+            // directory's after a file is created in it, between a file's
+            // close and its setattrs).
+            match self.pending.set_attr(&self.fs, ino.0, &SetAttr::default()) {
+                FromRun::Answered(attr) => return reply_attr(reply, Ok(attr)),
+                FromRun::Cannot => self.pending.flush_all(&self.fs),
+                FromRun::NoRun => {}
             }
-            // Other files' bytes do not change these attributes: their runs
-            // stay (the kernel asks for a directory's after a file is
-            // created in it, between a file's close and its setattrs).
-            self.pending.flush_if_held(&self.fs, ino.0);
             let r = match self.loc(ino) {
                 Ok(l) => self.fs.getattr(&l),
                 // Removed while the kernel still holds it (fstat of an
@@ -66,7 +68,7 @@ impl WodFuse {
                 ctime: ctime.map(Into::into),
                 kill_priv: modifier(req),
             };
-            if let Some(attr) = self.pending.set_attr(&self.fs, ino.0, &set) {
+            if let FromRun::Answered(attr) = self.pending.set_attr(&self.fs, ino.0, &set) {
                 return reply_attr(reply, Ok(attr));
             }
             self.pending.flush_all(&self.fs);

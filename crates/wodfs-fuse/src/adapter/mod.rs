@@ -29,7 +29,7 @@ use wodfs_fs::{
 
 use crate::convert::{errno, file_attr, file_type, guarded, negative_attr, set_time, TTL};
 use crate::notify::KernelNotifier;
-use crate::pending::PendingWrites;
+use crate::pending::{FromRun, PendingWrites};
 use crate::read_worker::ReadWorker;
 use crate::table::InodeTable;
 use crate::WODFS_IOC_SYNC;
