@@ -32,10 +32,14 @@ impl FreeMap {
         self.free_bytes
     }
 
-    /// The longest free run (nodes and the block table need contiguous
-    /// extents, so total free space alone does not say what fits).
-    pub fn largest_extent(&self) -> u64 {
-        self.extents.values().copied().max().unwrap_or(0)
+    /// Whether some free run is at least `len` bytes long (nodes and the
+    /// block table need contiguous extents, so total free space alone does
+    /// not say what fits). Every batch asks: searched from the end of the
+    /// device, where the never-used tail usually answers at once (taking
+    /// the maximum over every extent was 1.8 % of an `rm -rf`'s request
+    /// thread).
+    pub fn has_run(&self, len: u64) -> bool {
+        self.extents.values().rev().any(|&l| l >= len)
     }
 
     /// Allocates `len` bytes (a multiple of the block size), next-fit.

@@ -50,7 +50,7 @@ pub use loc::Loc;
 pub use ops::data::{falloc, Seek, BLOCK, FILE_BYTES_MAX};
 pub use ops::dir::DirEntry;
 pub use ops::namespace::NewNode;
-pub use ops::rename::{RenameMode, Renamed};
+pub use ops::rename::{CarriedRename, HeldBytes, RenameMode, Renamed};
 pub use ops::setattr::{SetAttr, SetTime};
 pub use ops::statfs::StatFs;
 pub use ops::xattr::{XattrSet, XATTR_VALUE_BYTES_MAX};

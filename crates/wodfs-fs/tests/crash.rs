@@ -51,6 +51,12 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
             }
             continue;
         }
+        if let FsOp::WriteRename(a, off, data, ..) = op {
+            // Written apart, the write may land without the rename.
+            let mut written = ns.clone();
+            let _ = apply_model(&mut written, &FsOp::Write(a.clone(), *off, data.clone()));
+            candidates.push(written);
+        }
         let want = apply_model(&mut ns, op);
         match apply_fs(&mut fs, &dev, op) {
             Err(code) if code == libc::EIO || code == libc::EROFS => break,

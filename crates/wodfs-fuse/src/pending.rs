@@ -12,7 +12,8 @@
 //!   contents, renames that change a location):
 //!   - requests that change names, or read contents or many inodes'
 //!     attributes (CREATE, READDIR, READ, RENAME, UNLINK, STATFS, ...)
-//!     write every run first;
+//!     write every run first; a RENAME writes the renamed file's own run
+//!     in its batch, at the new name ([`PendingWrites::rename`]);
 //!   - requests that observe one inode's attributes (GETATTR, LOOKUP:
 //!     pending bytes change no name) are answered from that inode's run
 //!     ([`PendingWrites::attr_of`]): the attributes the core holds, plus
@@ -35,7 +36,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use wodfs_fs::{Attr, Fs, FsError, FsResult, KillPriv, Loc, SetAttr, Timespec};
+use wodfs_fs::{
+    Attr, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Loc, RenameMode, Renamed, SetAttr,
+    Timespec,
+};
 
 use crate::adapter::RequestCounters;
 
@@ -205,6 +209,48 @@ impl PendingWrites {
         for (ino, run) in runs.drain() {
             self.write_deferred(fs, ino, &run);
         }
+    }
+
+    /// Renames `old_dir/old_name` to `new_dir/new_name` after writing
+    /// every other run. The renamed file's own run, if it has bytes
+    /// pending at that path, is written in the rename's batch at the new
+    /// name ([`Fs::rename_carrying`]): rsync writes each file under a
+    /// temporary name, sets its times and mode, and renames it; the bytes
+    /// were written at the temporary name and then copied by the move.
+    pub fn rename(
+        &self,
+        fs: &Fs,
+        old_dir: &FsPath,
+        old_name: &[u8],
+        new_dir: &FsPath,
+        new_name: &[u8],
+        mode: RenameMode,
+    ) -> FsResult<Renamed> {
+        let carried = old_dir.join(old_name).ok().and_then(|old| {
+            let mut runs = self.runs.lock();
+            let ino = runs.iter().find_map(|(&ino, run)| {
+                let at_old = matches!(&run.loc, Loc::Path(p) if *p == old);
+                (at_old && !run.data.is_empty()).then_some(ino)
+            })?;
+            runs.remove(&ino).map(|run| (ino, run))
+        });
+        self.flush_all(fs);
+        let Some((ino, run)) = carried else {
+            return fs.rename(old_dir, old_name, new_dir, new_name, mode);
+        };
+        let held = HeldBytes {
+            offset: run.offset,
+            data: &run.data,
+            kill_priv: run.kill_priv,
+            attr: run.attr.as_ref(),
+        };
+        self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
+        let done = fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, held);
+        if let Err(e) = done.written {
+            log::error!("deferred write of inode {ino} failed: {e}");
+            self.errors.lock().insert(ino, e.errno());
+        }
+        done.renamed
     }
 
     /// Writes `run` of `ino` on behalf of another request, keeping a

@@ -133,6 +133,11 @@ fn setattrs_after_the_close_join_the_writes_too() {
     assert_eq!(answered.1 & 0o7777, 0o644);
     let path = m.mnt.join("synced");
     std::fs::rename(&tmp, &path).unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before + 1,
+        "the bytes and attributes went with the rename, at the new name"
+    );
     let renamed = stat(&path);
     assert_eq!(renamed.4, answered.4, "a rename changes ctime only");
     m.unmount();
@@ -144,5 +149,66 @@ fn setattrs_after_the_close_join_the_writes_too() {
         "stored = what the kernel was answered"
     );
     assert_eq!(std::fs::read(&path).unwrap(), data);
+    m.unmount();
+}
+
+#[test]
+fn a_rename_carries_the_pending_bytes_whatever_it_does() {
+    require_fuse!();
+    let s = Scratch::new("rename-carries");
+    mkfs(&s.image(), 1 << 30);
+    let m = mount(&s.image(), &s.mnt(), false);
+    let tree = m.fs.tree();
+    let write = |name: &str, data: &[u8]| {
+        let mut f = File::create(m.mnt.join(name)).unwrap();
+        f.write_all(data).unwrap();
+    };
+
+    // Replacing a file that exists (rsync updating it).
+    let old = body(30_000, 3);
+    write("kept", &old);
+    File::open(m.mnt.join("kept")).unwrap().sync_all().unwrap();
+    let new = body(5_000, 5);
+    write(".kept.a1b2c3", &new);
+    let before = tree.stats().batches;
+    std::fs::rename(m.mnt.join(".kept.a1b2c3"), m.mnt.join("kept")).unwrap();
+    assert_eq!(tree.stats().batches, before + 1);
+    assert_eq!(std::fs::read(m.mnt.join("kept")).unwrap(), new);
+
+    // A rename that fails (a file onto a directory) still writes the
+    // bytes, at the old name.
+    std::fs::create_dir(m.mnt.join("dir")).unwrap();
+    let stays = body(7_777, 17);
+    write("stays", &stays);
+    let e = std::fs::rename(m.mnt.join("stays"), m.mnt.join("dir")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
+
+    // A rename onto itself changes no name and still writes them.
+    let same = body(100, 19);
+    write("same", &same);
+    std::fs::rename(m.mnt.join("same"), m.mnt.join("same")).unwrap();
+
+    // Into another directory, written at a block-unaligned offset past
+    // bytes already stored: the move keeps the stored blocks and the
+    // carried ones patch them at the new name.
+    let mut f = File::create(m.mnt.join("partial")).unwrap();
+    f.write_all(&body(6_000, 23)).unwrap();
+    f.sync_all().unwrap();
+    f.write_all(&body(3_000, 29)).unwrap();
+    drop(f);
+    std::fs::rename(m.mnt.join("partial"), m.mnt.join("dir/partial")).unwrap();
+    let mut partial = body(6_000, 23);
+    partial.extend(body(3_000, 29));
+    let answered = stat(&m.mnt.join("dir/partial"));
+    m.unmount();
+
+    let m = mount(&s.image(), &s.mnt(), false);
+    assert_eq!(std::fs::read(m.mnt.join("kept")).unwrap(), new);
+    assert_eq!(std::fs::read(m.mnt.join("stays")).unwrap(), stays);
+    assert_eq!(std::fs::read(m.mnt.join("same")).unwrap(), same);
+    assert_eq!(std::fs::read(m.mnt.join("dir/partial")).unwrap(), partial);
+    assert_eq!(stat(&m.mnt.join("dir/partial")), answered);
+    assert!(!m.mnt.join("partial").exists());
+    assert!(!m.mnt.join(".kept.a1b2c3").exists());
     m.unmount();
 }

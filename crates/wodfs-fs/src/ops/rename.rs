@@ -8,6 +8,11 @@
 //! `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant is
 //! found by scanning the directory's metadata range, and only when the new
 //! path is longer than the old one.
+//!
+//! [`Fs::rename_carrying`] also writes bytes a caller held back for the
+//! file it renames, in the rename's batch and at the new name (rsync
+//! writes each file under a temporary name and renames it: the bytes were
+//! written at the temporary name and then copied by the range move).
 
 use wodfs_engine::Op;
 use wodfs_schema::key_codec::{
@@ -17,11 +22,13 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::path::check_renamed_descendant;
 use wodfs_schema::FsPath;
 
+use super::data::{write_ops, FILE_BYTES_MAX};
 use super::{pointer, Removed};
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
-use crate::fs::{put_attr, Fs};
+use crate::fs::{put_attr, Fs, Guard};
 use crate::loc::Loc;
+use crate::privs::KillPriv;
 
 /// How an existing destination is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +52,33 @@ pub struct Renamed {
     pub exchanged: Option<u64>,
 }
 
+/// Bytes a caller held back from the file it renames, as for
+/// [`Fs::write_then_set`]: `data` (not empty) at `offset`, clearing
+/// privileges as `kill_priv` says, after which the file's attributes are
+/// `attr` if given.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldBytes<'a> {
+    /// Where the bytes go in the file.
+    pub offset: u64,
+    /// The bytes.
+    pub data: &'a [u8],
+    /// Whether writing them clears set-user-ID and set-group-ID.
+    pub kill_priv: KillPriv,
+    /// The file's attributes after the bytes, if the caller answered
+    /// setattrs from them.
+    pub attr: Option<&'a Attr>,
+}
+
+/// What [`Fs::rename_carrying`] did: the write and the rename succeed or
+/// fail apart, as they would one after the other.
+#[derive(Debug)]
+pub struct CarriedRename {
+    /// Whether the held bytes were written.
+    pub written: FsResult<()>,
+    /// The rename's outcome.
+    pub renamed: FsResult<Renamed>,
+}
+
 impl Fs {
     /// Renames `old_dir/old_name` to `new_dir/new_name`.
     pub fn rename(
@@ -57,6 +91,67 @@ impl Fs {
     ) -> FsResult<Renamed> {
         let old = old_dir.join(old_name)?;
         let new = new_dir.join(new_name)?;
+        self.rename_paths(old_dir, &old, new_dir, &new, mode, None)
+    }
+
+    /// Writes `held` into the file at `old_dir/old_name` and renames it to
+    /// `new_dir/new_name`: what [`Fs::write_then_set`] and then
+    /// [`Fs::rename`] do, in one batch that writes the bytes at the new
+    /// name, so the rename moves none of them (and a crash keeps both or
+    /// neither). If the rename fails, the bytes are written alone, at the
+    /// old name; if they are too many for one batch, they are written
+    /// first.
+    pub fn rename_carrying(
+        &self,
+        old_dir: &FsPath,
+        old_name: &[u8],
+        new_dir: &FsPath,
+        new_name: &[u8],
+        mode: RenameMode,
+        held: HeldBytes<'_>,
+    ) -> CarriedRename {
+        let write_alone = |at: FsResult<FsPath>| {
+            let loc = Loc::Path(at?);
+            self.write_then_set(&loc, held.offset, held.data, held.kill_priv, held.attr)
+                .map(drop)
+        };
+        let old = old_dir.join(old_name);
+        let new = new_dir.join(new_name);
+        let fits = held.data.len() <= self.write_chunk_bytes()
+            && held
+                .offset
+                .checked_add(held.data.len() as u64)
+                .is_some_and(|end| end <= FILE_BYTES_MAX);
+        let (Ok(old), Ok(new), true) = (&old, &new, fits) else {
+            let written = write_alone(old.clone().map_err(Into::into));
+            let renamed = self.rename(old_dir, old_name, new_dir, new_name, mode);
+            return CarriedRename { written, renamed };
+        };
+        self.back_pressure.pace_writer();
+        match self.rename_paths(old_dir, old, new_dir, new, mode, Some(held)) {
+            Ok(renamed) => CarriedRename {
+                written: Ok(()),
+                renamed: Ok(renamed),
+            },
+            Err(e) => CarriedRename {
+                written: write_alone(Ok(old.clone())),
+                renamed: Err(e),
+            },
+        }
+    }
+
+    /// The rename of [`Fs::rename`], writing `held` into the renamed file
+    /// in the same batch.
+    fn rename_paths(
+        &self,
+        old_dir: &FsPath,
+        old: &FsPath,
+        new_dir: &FsPath,
+        new: &FsPath,
+        mode: RenameMode,
+        held: Option<HeldBytes<'_>>,
+    ) -> FsResult<Renamed> {
+        let (old, new) = (old.clone(), new.clone());
         let g = self.lock();
         let old_parent = self.dir_attr(old_dir)?;
         let new_parent = self.dir_attr(new_dir)?;
@@ -79,6 +174,7 @@ impl Fs {
         let src_dir = src.kind == Kind::Dir;
         if let (RenameMode::Replace, Some((d, _))) = (mode, &dst) {
             if d.ino == src.ino {
+                self.write_held_in_place(&g, &src, &src_loc, held)?;
                 return Ok(Renamed {
                     ino: src.ino,
                     replaced: None,
@@ -97,6 +193,7 @@ impl Fs {
             }
         }
         if old == new {
+            self.write_held_in_place(&g, &src, &src_loc, held)?;
             return Ok(Renamed {
                 ino: src.ino,
                 replaced: None,
@@ -160,6 +257,19 @@ impl Fs {
                 }
             }
         }
+        // The held bytes go where the file is after the moves.
+        let src = match held {
+            Some(h) => {
+                let file = file_kind(&src)?;
+                let moved_to = match &src_loc {
+                    Loc::Path(_) => Loc::Path(new.clone()),
+                    at @ Loc::Inode(_) => at.clone(),
+                };
+                write_ops(&moved_to, h.offset, h.data, file.size, &mut ops);
+                held_attr(file, h, now)
+            }
+            None => src,
+        };
         ops.extend(self.touch_moved(&new, &src, &src_loc, now));
         if old_dir == new_dir {
             ops.push(self.touch_dir(old_dir, &old_parent, old_delta + new_delta, now));
@@ -167,12 +277,32 @@ impl Fs {
             ops.push(self.touch_dir(old_dir, &old_parent, old_delta, now));
             ops.push(self.touch_dir(new_dir, &new_parent, new_delta, now));
         }
-        g.write(&ops)?;
+        g.write_owned(ops)?;
         Ok(Renamed {
             ino: src.ino,
             replaced,
             exchanged,
         })
+    }
+
+    /// Writes `held` into the file at `loc` under the held lock (a rename
+    /// that changes no name).
+    fn write_held_in_place(
+        &self,
+        g: &Guard<'_>,
+        attr: &Attr,
+        loc: &Loc,
+        held: Option<HeldBytes<'_>>,
+    ) -> FsResult<()> {
+        let Some(h) = held else {
+            return Ok(());
+        };
+        let file = file_kind(attr)?;
+        let mut ops = Vec::new();
+        write_ops(loc, h.offset, h.data, file.size, &mut ops);
+        let after = held_attr(file.clone(), h, Timespec::now());
+        crate::fs::update_attr(loc, &file, &after, &mut ops);
+        g.write_owned(ops)
     }
 
     /// Ops that set the ctime of an object now named `path`.
@@ -207,5 +337,22 @@ impl Fs {
             }
         }
         Ok(())
+    }
+}
+
+/// `attr` if it is a regular file's (held bytes belong to one).
+fn file_kind(attr: &Attr) -> FsResult<Attr> {
+    match attr.kind {
+        Kind::File => Ok(attr.clone()),
+        Kind::Dir => err(libc::EISDIR),
+        _ => err(libc::EINVAL),
+    }
+}
+
+/// The attributes of `file` once `held` is written into it.
+fn held_attr(file: Attr, held: HeldBytes<'_>, now: Timespec) -> Attr {
+    match held.attr {
+        Some(attr) => attr.clone(),
+        None => file.written(held.offset, held.data.len() as u64, held.kill_priv, now),
     }
 }

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use wodfs_device::{Device, MemDevice};
 use wodfs_engine::Config;
 use wodfs_fs::{
-    Fs, FsOptions, FsPath, KillPriv, Kind, Loc, NewNode, RenameMode, SetAttr, XattrSet,
+    Fs, FsOptions, FsPath, HeldBytes, KillPriv, Kind, Loc, NewNode, RenameMode, SetAttr, XattrSet,
 };
 use wodfs_schema::model::{self, Namespace, XattrMode};
 
@@ -55,6 +55,11 @@ pub enum FsOp {
     Write(String, u64, Vec<u8>),
     Truncate(String, u64),
     Rename(String, String, u8),
+    /// A write and then a rename of the written file, as the FUSE adapter
+    /// hands them over when it held the write back: in one call
+    /// ([`Fs::rename_carrying`]) where the file is a regular file at its
+    /// path, one after the other otherwise.
+    WriteRename(String, u64, Vec<u8>, String, u8),
     SetXattr(String, String, Vec<u8>, u8),
     RemoveXattr(String, String),
     /// Checkpoint and reopen.
@@ -173,6 +178,30 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
             };
             fs.setattr(&loc, &set).map(|_| ()).map_err(code)
         }
+        FsOp::WriteRename(a, off, data, b, m) => {
+            let (pa, pb) = (p(a), p(b));
+            let held = matches!(data_loc(fs, &pa), Ok(Loc::Path(at)) if at == pa);
+            let renamable = walk(fs, &pb).and_then(|()| match pb.is_root() {
+                true => Err(libc::EBUSY),
+                false => Ok(()),
+            });
+            if !held || data.is_empty() || renamable.is_err() {
+                let w = apply_fs(fs, dev, &FsOp::Write(a.clone(), *off, data.clone()));
+                let r = apply_fs(fs, dev, &FsOp::Rename(a.clone(), b.clone(), *m));
+                return w.and(r);
+            }
+            let ((ad, an), (bd, bn)) = (split(&pa), split(&pb));
+            let held = HeldBytes {
+                offset: *off,
+                data,
+                kill_priv: KillPriv::Keep,
+                attr: None,
+            };
+            let done = fs.rename_carrying(&ad, &an, &bd, &bn, rename_mode(*m), held);
+            done.written
+                .map_err(code)
+                .and(done.renamed.map(|_| ()).map_err(code))
+        }
         FsOp::Rename(a, b, m) => {
             let (a, b) = (p(a), p(b));
             walk(fs, &a)?;
@@ -258,6 +287,11 @@ pub fn apply_model(ns: &mut Namespace, op: &FsOp) -> Result<(), i32> {
             },
         ),
         FsOp::RemoveXattr(s, n) => ns.remove_xattr(s, n.as_bytes()),
+        FsOp::WriteRename(a, off, d, b, m) => {
+            let w = apply_model(ns, &FsOp::Write(a.clone(), *off, d.clone()));
+            let r = apply_model(ns, &FsOp::Rename(a.clone(), b.clone(), *m));
+            return w.and(r);
+        }
         FsOp::Reopen => Ok(()),
     };
     r.map_err(|e| e.code())
@@ -337,9 +371,11 @@ pub fn op_strategy() -> impl Strategy<Value = FsOp> {
         2 => (path_strategy(), path_strategy()).prop_map(|(a, b)| FsOp::Link(a, b)),
         2 => path_strategy().prop_map(FsOp::Unlink),
         2 => path_strategy().prop_map(FsOp::Rmdir),
-        4 => (path_strategy(), off.clone(), data).prop_map(|(s, o, d)| FsOp::Write(s, o, d)),
-        2 => (path_strategy(), off).prop_map(|(s, l)| FsOp::Truncate(s, l)),
+        4 => (path_strategy(), off.clone(), data.clone()).prop_map(|(s, o, d)| FsOp::Write(s, o, d)),
+        2 => (path_strategy(), off.clone()).prop_map(|(s, l)| FsOp::Truncate(s, l)),
         3 => (path_strategy(), path_strategy(), 0u8..3).prop_map(|(a, b, m)| FsOp::Rename(a, b, m)),
+        2 => (path_strategy(), off, data, path_strategy(), 0u8..3)
+            .prop_map(|(a, o, d, b, m)| FsOp::WriteRename(a, o, d, b, m)),
         1 => (path_strategy(), prop_oneof![Just("user.x"), Just("user.y")], proptest::collection::vec(any::<u8>(), 0..20), 0u8..3)
             .prop_map(|(s, n, v, m)| FsOp::SetXattr(s, n.to_string(), v, m)),
         1 => (path_strategy(), prop_oneof![Just("user.x"), Just("user.y")]).prop_map(|(s, n)| FsOp::RemoveXattr(s, n.to_string())),

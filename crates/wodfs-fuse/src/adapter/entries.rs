@@ -162,7 +162,6 @@ impl WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("rename", || {
-            self.pending.flush_all(&self.fs);
             let mode = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 RenameMode::Exchange
             } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -176,7 +175,9 @@ impl WodFuse {
             let r = (|| {
                 let od = self.path(parent)?;
                 let nd = self.path(newparent)?;
-                let done = self.fs.rename(&od, name, &nd, newname, mode)?;
+                let done = self
+                    .pending
+                    .rename(&self.fs, &od, name, &nd, newname, mode)?;
                 let mut t = self.table.lock();
                 if let Some(rep) = &done.replaced {
                     t.removed(rep);
