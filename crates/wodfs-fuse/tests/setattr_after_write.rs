@@ -158,6 +158,14 @@ fn a_rename_carries_the_pending_bytes_whatever_it_does() {
     let s = Scratch::new("rename-carries");
     mkfs(&s.image(), 1 << 30);
     let m = mount(&s.image(), &s.mnt(), false);
+    let old = body(30_000, 3);
+    std::fs::write(m.mnt.join("kept"), &old).unwrap();
+    // Remounted, so that no handle of "kept" is still being released
+    // (the kernel sends RELEASE in the background; a rename over a file
+    // still open makes it an orphan, and the late RELEASE deletes it in a
+    // batch of its own).
+    m.unmount();
+    let m = mount(&s.image(), &s.mnt(), false);
     let tree = m.fs.tree();
     let write = |name: &str, data: &[u8]| {
         let mut f = File::create(m.mnt.join(name)).unwrap();
@@ -165,9 +173,6 @@ fn a_rename_carries_the_pending_bytes_whatever_it_does() {
     };
 
     // Replacing a file that exists (rsync updating it).
-    let old = body(30_000, 3);
-    write("kept", &old);
-    File::open(m.mnt.join("kept")).unwrap().sync_all().unwrap();
     let new = body(5_000, 5);
     write(".kept.a1b2c3", &new);
     let before = tree.stats().batches;
@@ -183,10 +188,8 @@ fn a_rename_carries_the_pending_bytes_whatever_it_does() {
     let e = std::fs::rename(m.mnt.join("stays"), m.mnt.join("dir")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
 
-    // A rename onto itself changes no name and still writes them.
-    let same = body(100, 19);
-    write("same", &same);
-    std::fs::rename(m.mnt.join("same"), m.mnt.join("same")).unwrap();
+    // (A rename onto itself never reaches the daemon: the kernel answers
+    // it. `wodfs-fs`'s model test covers it, FsOp::WriteRename.)
 
     // Into another directory, written at a block-unaligned offset past
     // bytes already stored: the move keeps the stored blocks and the
@@ -205,7 +208,6 @@ fn a_rename_carries_the_pending_bytes_whatever_it_does() {
     let m = mount(&s.image(), &s.mnt(), false);
     assert_eq!(std::fs::read(m.mnt.join("kept")).unwrap(), new);
     assert_eq!(std::fs::read(m.mnt.join("stays")).unwrap(), stays);
-    assert_eq!(std::fs::read(m.mnt.join("same")).unwrap(), same);
     assert_eq!(std::fs::read(m.mnt.join("dir/partial")).unwrap(), partial);
     assert_eq!(stat(&m.mnt.join("dir/partial")), answered);
     assert!(!m.mnt.join("partial").exists());

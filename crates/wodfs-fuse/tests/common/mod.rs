@@ -110,8 +110,23 @@ pub struct Mounted {
 
 /// Mounts `image` on `mnt`.
 pub fn mount(image: &Path, mnt: &Path, writeback: bool) -> Mounted {
-    let dev = FileDevice::open(image).unwrap();
-    mount_device(Box::new(dev), mnt, writeback)
+    mount_device(Box::new(open_image(image)), mnt, writeback)
+}
+
+/// Opens `image`, waiting out a brief `ResourceBusy`: the image's lock is
+/// an `flock` on its descriptor, and a child another test thread is
+/// spawning at the moment the previous mount closes it (`umount`, `mkfs`)
+/// holds a copy of the descriptor, and with it the lock, until it execs.
+fn open_image(image: &Path) -> FileDevice {
+    for _ in 0..100 {
+        match FileDevice::open(image) {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            r => return r.unwrap(),
+        }
+    }
+    FileDevice::open(image).unwrap()
 }
 
 /// Mounts the file system on `dev` (for instance a counting wrapper).
