@@ -4,8 +4,9 @@
 //!
 //! Invariants:
 //! * At most one pending run per inode: bytes `[offset, offset + len)` not
-//!   yet handed to the core, at the location the file had when they were
-//!   written; all runs together hold at most about [`PENDING_BYTES_MAX`].
+//!   yet handed to the core, at the file's location (a name change writes
+//!   or carries the runs first, so it is the file's current one); all runs
+//!   together hold at most about [`PENDING_BYTES_MAX`].
 //!   A run may be empty: the continuation of a stream whose bytes so far
 //!   are written.
 //! * No request observes a state without the runs (sizes, times,
@@ -116,15 +117,16 @@ impl PendingWrites {
         &self,
         fs: &Fs,
         ino: u64,
-        loc: Loc,
+        loc: impl FnOnce() -> FsResult<Loc>,
         offset: u64,
         data: &[u8],
         kill_priv: KillPriv,
     ) -> FsResult<bool> {
         let mut runs = self.runs.lock();
         if let Some(run) = runs.get_mut(&ino) {
-            let continues = run.loc == loc
-                && run.offset + run.data.len() as u64 == offset
+            // The run's location is the file's (see the invariants): a
+            // write that continues it need not build the path again.
+            let continues = run.offset + run.data.len() as u64 == offset
                 && run.kill_priv == kill_priv
                 && run.data.len() + data.len() <= COALESCE_BYTES;
             if continues {
@@ -148,6 +150,7 @@ impl PendingWrites {
                     let full = std::mem::replace(&mut run.data, Vec::with_capacity(COALESCE_BYTES));
                     let (at, attr) = (run.offset, run.attr.take());
                     run.offset += full.len() as u64;
+                    let loc = run.loc.clone();
                     return self
                         .write_bytes(fs, &loc, at, &full, kill_priv, attr.as_ref())
                         .map(|_| false);
@@ -159,6 +162,7 @@ impl PendingWrites {
                 self.write_run(fs, &old)?;
             }
         }
+        let loc = loc()?;
         if kill_priv != KillPriv::Keep {
             // The first write of an unprivileged run is the one that can
             // clear privileges: it is written now, so the caller can tell

@@ -115,10 +115,8 @@ impl WodFuse {
             if end.is_none_or(|e| e > wodfs_fs::FILE_BYTES_MAX) {
                 return reply.error(Errno::EFBIG);
             }
-            match self
-                .loc(ino)
-                .and_then(|l| self.pending.write(&self.fs, ino.0, l, offset, data, kill))
-            {
+            let loc = || self.loc(ino);
+            match self.pending.write(&self.fs, ino.0, loc, offset, data, kill) {
                 Ok(cleared_privs) => {
                     if cleared_privs {
                         self.opts.kernel.attributes_changed(ino.0);
