@@ -3,7 +3,9 @@
 //! A rename is one batch of engine range moves (the schema's
 //! `rename_moves_all`, `file_rename_moves` for anything but a directory,
 //! `exchange_moves`), plus the removal of a replaced
-//! destination and the parents' attribute updates. Because keys are full
+//! destination and the parents' attribute updates. An empty regular file
+//! that never had an xattr has no key but its record: its rename is a
+//! delete and an insert of that record (`has_only_its_record`). Because keys are full
 //! paths, a directory rename that would push any descendant past
 //! `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant is
 //! found by scanning the directory's metadata range, and only when the new
