@@ -123,17 +123,6 @@ fn table_run(blocks: usize) -> u64 {
     crate::alloc::round_up(blocks as u64 * 48 + 4096)
 }
 
-/// Whether two keys name blocks of the same object: same length, equal
-/// but for the last 8 bytes (where the file system's key schema puts a
-/// block number). A stream is one object's consecutive blocks, as in the
-/// paper ("1MB of consecutive pages" of a file). Counting a directory of
-/// small files written in name order as one stream (rsync writes them
-/// so) bound every small file late, and each rename of one then had to
-/// bind its values under the tree's lock before moving them.
-fn same_object(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.len() >= 8 && a[..a.len() - 8] == b[..b.len() - 8]
-}
-
 /// Batches with at least this many bytes of inserted values log their
 /// inserts unbound (seed 000 §3: "at least 1MB of consecutive pages").
 pub const LATE_BINDING_MIN_BYTES: usize = 1 << 20;
@@ -988,8 +977,8 @@ impl Tree {
     /// bytes) counts on its own if it is that large; smaller ones count
     /// when they continue a stream: their inserts are in key order and
     /// start after the previous batch's last insert (a file written
-    /// sequentially in 4–128 KiB pieces) within the same object (see
-    /// [`same_object`]). The first 1 MiB of a stream is logged in full. Inserts out of order (random keys) are always
+    /// sequentially in 4–128 KiB pieces). The first 1 MiB of a stream is
+    /// logged in full. Inserts out of order (random keys) are always
     /// logged whole: they wait in the buffers near the root, and binding
     /// them would write those nodes again at every round of binding.
     fn continues_stream(&self, ops: &[Op], inserted: usize) -> bool {
@@ -1016,11 +1005,8 @@ impl Tree {
             .map(|(_, (_, n))| n)
             .sum();
         let mostly_ordered = in_order_bytes.saturating_mul(16) >= inserted.saturating_mul(15);
-        let continues = ordered
-            && keys
-                .first()
-                .is_some_and(|k| key_cmp(&run.0, k).is_lt() && same_object(&run.0, k))
-            && run.1 > 0;
+        let continues =
+            ordered && keys.first().is_some_and(|k| key_cmp(&run.0, k).is_lt()) && run.1 > 0;
         run.1 = if keys.is_empty() || !ordered {
             0
         } else if continues {
