@@ -12,10 +12,14 @@
 //!   is addressed by inode number, not path; one marked `gone` has no name
 //!   and no data left, only the attributes it had when it went (an open
 //!   directory that was removed still answers `fstat`).
-//! * A path built for an inode is kept (a few, by inode number) with the
-//!   count of name changes it was built at; any change of a name, a
-//!   parent, an entry's removal or its move to the inode space counts, so
-//!   a kept path is used only while nothing that could change it happened.
+//! * A path built for an inode is kept (a few, by inode number) only while
+//!   it is the inode's path: before an entry changes (a rename, a removal,
+//!   a move to the inode space, the kernel forgetting it), the kept paths
+//!   at and below its path are dropped; a lookup that finds an entry
+//!   under another name than the table's drops every kept path. Nothing
+//!   else changes a path, so a name changed elsewhere in the tree (an
+//!   `rm -rf` unlinking file after file) leaves the directories' kept
+//!   paths in place.
 //! * An entry marked `xattr_free` was created through this mount and has
 //!   had no SETXATTR since: it has no extended attributes, so GETXATTR
 //!   (the kernel asks for `security.capability` before the first write of
@@ -55,24 +59,23 @@ const SHRINK_ABOVE_SLOTS: usize = 1 << 16;
 /// and copies every name: 3.8 % of the request thread in an untar.
 const RECENT_SLOTS: usize = 8;
 
-/// A path built from the table when [`InodeTable::names_changed`] had
-/// this value.
+/// A path built from the table, still the inode's.
 #[derive(Debug, Clone)]
 struct Recent {
     ino: u64,
-    epoch: u64,
     path: FsPath,
+}
+
+/// The slot of `ino`'s kept path.
+fn slot_of(ino: u64) -> usize {
+    (ino % RECENT_SLOTS as u64) as usize
 }
 
 /// Inode number → (parent, name, lookup count).
 #[derive(Debug)]
 pub struct InodeTable {
     nodes: HashMap<u64, Node>,
-    /// Counts the changes that may change a path: a name, a parent, an
-    /// entry that goes or becomes addressed by inode number. A path built
-    /// before the last such change is not used (renaming a directory
-    /// changes the paths of everything below it, so any change counts).
-    names_changed: u64,
+    /// Paths built lately (see the module invariants for when one goes).
     recent: [Option<Recent>; RECENT_SLOTS],
 }
 
@@ -95,26 +98,49 @@ impl InodeTable {
         };
         InodeTable {
             nodes: HashMap::from([(ROOT_INO, root)]),
-            names_changed: 0,
             recent: Default::default(),
         }
     }
 
     /// The path of `ino`, or `None` if it is unknown, gone or has no path.
     pub fn path(&mut self, ino: u64) -> Option<FsPath> {
-        let slot = (ino % RECENT_SLOTS as u64) as usize;
+        let slot = slot_of(ino);
         if let Some(r) = &self.recent[slot] {
-            if r.ino == ino && r.epoch == self.names_changed {
+            if r.ino == ino {
                 return Some(r.path.clone());
             }
         }
         let path = self.build_path(ino)?;
         self.recent[slot] = Some(Recent {
             ino,
-            epoch: self.names_changed,
             path: path.clone(),
         });
         Some(path)
+    }
+
+    /// Drops the kept path of `ino`.
+    fn drop_kept(&mut self, ino: u64) {
+        let slot = &mut self.recent[slot_of(ino)];
+        if slot.as_ref().is_some_and(|r| r.ino == ino) {
+            *slot = None;
+        }
+    }
+
+    /// Drops the kept paths of `ino` and of everything below it, before
+    /// its entry changes.
+    fn drop_kept_below(&mut self, ino: u64) {
+        match self.path(ino) {
+            Some(old) => {
+                for slot in &mut self.recent {
+                    if slot.as_ref().is_some_and(|r| old.contains(&r.path)) {
+                        *slot = None;
+                    }
+                }
+            }
+            // No path (unknown, gone, or addressed by inode number):
+            // nothing kept lies below it.
+            None => self.drop_kept(ino),
+        }
     }
 
     fn build_path(&self, ino: u64) -> Option<FsPath> {
@@ -160,8 +186,11 @@ impl InodeTable {
         });
         let inode_loc = matches!(loc, Loc::Inode(_));
         if n.parent != parent || *n.name != *name || n.inode_loc != inode_loc || n.gone.is_some() {
-            self.names_changed += 1;
+            // Found elsewhere than the table thought (rare): the paths
+            // below its old name are not worth finding.
+            self.recent = Default::default();
         }
+        let n = self.nodes.get_mut(&ino).expect("just inserted");
         n.parent = parent;
         if *n.name != *name {
             n.name = name.into();
@@ -200,8 +229,8 @@ impl InodeTable {
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.lookups = n.lookups.saturating_sub(count);
             if n.lookups == 0 {
+                self.drop_kept_below(ino);
                 self.nodes.remove(&ino);
-                self.names_changed += 1;
                 let slots = self.nodes.capacity();
                 if slots > SHRINK_ABOVE_SLOTS && self.nodes.len() < slots / 4 {
                     self.nodes.shrink_to(self.nodes.len() * 2);
@@ -212,7 +241,7 @@ impl InodeTable {
 
     /// `ino` was renamed to `name` in `parent`.
     pub fn renamed(&mut self, ino: u64, parent: u64, name: &[u8]) {
-        self.names_changed += 1;
+        self.drop_kept_below(ino);
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.parent = parent;
             n.name = name.into();
@@ -222,7 +251,7 @@ impl InodeTable {
     /// A name of `r.ino` was removed; `r.inode_loc` says whether the file
     /// lives on in the inode space.
     pub fn removed(&mut self, r: &Removed) {
-        self.names_changed += 1;
+        self.drop_kept_below(r.ino);
         if let Some(n) = self.nodes.get_mut(&r.ino) {
             if r.inode_loc {
                 n.inode_loc = true;
@@ -241,7 +270,7 @@ impl InodeTable {
 
     /// `ino` now lives in the inode space (it got a second name).
     pub fn linked(&mut self, ino: u64) {
-        self.names_changed += 1;
+        self.drop_kept_below(ino);
         if let Some(n) = self.nodes.get_mut(&ino) {
             n.inode_loc = true;
         }
@@ -318,6 +347,82 @@ mod tests {
         assert_eq!(t.path(3).unwrap().as_bytes(), b"/d/h");
         t.renamed(2, 1, b"e");
         assert_eq!(t.path(3).unwrap().as_bytes(), b"/e/h");
+    }
+
+    /// One change of the table, as the adapter makes them.
+    #[derive(Debug, Clone)]
+    enum Change {
+        Remember(u64, u64, u8),
+        Renamed(u64, u64, u8),
+        Removed(u64, bool),
+        Linked(u64),
+        Forget(u64),
+        Ask,
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        let ino = 1u64..12;
+        prop_oneof![
+            (ino.clone(), ino.clone(), 0u8..4).prop_map(|(i, p, n)| Change::Remember(i, p, n)),
+            (ino.clone(), ino.clone(), 0u8..4).prop_map(|(i, p, n)| Change::Renamed(i, p, n)),
+            (ino.clone(), any::<bool>()).prop_map(|(i, l)| Change::Removed(i, l)),
+            ino.clone().prop_map(Change::Linked),
+            ino.prop_map(Change::Forget),
+            Just(Change::Ask),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens to the table, a path it answers is the one
+        /// built from its entries now: a kept path never outlives a
+        /// change that moves it (renames of ancestors, removals, second
+        /// names, forgotten and found-again inodes, slot collisions).
+        #[test]
+        fn kept_paths_are_always_the_built_ones(
+            changes in proptest::collection::vec(change(), 1..200),
+        ) {
+            let mut t = InodeTable::new();
+            let name = |n: u8| [b'a' + n];
+            for c in changes {
+                match c {
+                    Change::Remember(i, p, n) if i != p && !t.is_below(p, i) => {
+                        let path = t.build_path(p).and_then(|d| d.join(&name(n)).ok());
+                        if let Some(path) = path {
+                            t.remember(i, p, &name(n), &Loc::Path(path));
+                        }
+                    }
+                    Change::Renamed(i, p, n) if i != p && !t.is_below(p, i) => {
+                        t.renamed(i, p, &name(n))
+                    }
+                    Change::Removed(i, l) => t.removed(&removal(i, l)),
+                    Change::Linked(i) => t.linked(i),
+                    Change::Forget(i) => t.forget(i, 1),
+                    _ => {}
+                }
+                for ino in 1..12 {
+                    let built = t.build_path(ino);
+                    proptest::prop_assert_eq!(t.path(ino), built, "inode {} after {:?}", ino, c);
+                }
+            }
+        }
+    }
+
+    impl InodeTable {
+        /// True if `ino` is `above` or lies below it (test helper: renames
+        /// into one's own subtree are refused before they reach the table).
+        fn is_below(&self, mut ino: u64, above: u64) -> bool {
+            for _ in 0..64 {
+                if ino == above {
+                    return true;
+                }
+                match self.nodes.get(&ino) {
+                    Some(n) if ino != ROOT_INO => ino = n.parent,
+                    _ => return false,
+                }
+            }
+            true
+        }
     }
 
     #[test]
