@@ -251,8 +251,7 @@ impl PendingWrites {
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
         let done = fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, held);
         if let Err(e) = done.written {
-            log::error!("deferred write of inode {ino} failed: {e}");
-            self.errors.lock().insert(ino, e.errno());
+            self.keep_error(ino, &e);
         }
         done.renamed
     }
@@ -264,9 +263,15 @@ impl PendingWrites {
             return;
         }
         if let Err(e) = self.write_run(fs, run) {
-            log::error!("deferred write of inode {ino} failed: {e}");
-            self.errors.lock().insert(ino, e.errno());
+            self.keep_error(ino, &e);
         }
+    }
+
+    /// Keeps the failure of a write of `ino` made on behalf of another
+    /// request, for the inode's next fsync or release.
+    fn keep_error(&self, ino: u64, e: &FsError) {
+        log::error!("deferred write of inode {ino} failed: {e}");
+        self.errors.lock().insert(ino, e.errno());
     }
 
     /// Answers a setattr of `ino` from its pending run, if it has one with
