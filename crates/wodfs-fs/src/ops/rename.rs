@@ -5,11 +5,11 @@
 //! `exchange_moves`), plus the removal of a replaced
 //! destination and the parents' attribute updates. An empty regular file
 //! that never had an xattr has no key but its record: its rename is a
-//! delete and an insert of that record (`has_only_its_record`). Because keys are full
-//! paths, a directory rename that would push any descendant past
-//! `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant is
-//! found by scanning the directory's metadata range, and only when the new
-//! path is longer than the old one.
+//! delete and an insert of that record (`has_only_its_record`). Because
+//! keys are full paths, a directory rename that would push any descendant
+//! past `PATH_BYTES_MAX` fails with `ENAMETOOLONG`; the longest descendant
+//! is found by scanning the directory's metadata range, and only when the
+//! new path is longer than the old one.
 //!
 //! [`Fs::rename_carrying`] also writes bytes a caller held back for the
 //! file it renames, in the rename's batch and at the new name (rsync
