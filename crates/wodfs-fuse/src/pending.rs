@@ -77,6 +77,14 @@ impl Run {
             attr: None,
         }
     }
+
+    /// The run's bytes and the attributes it answered, to be written.
+    fn held(&self) -> HeldBytes<'_> {
+        HeldBytes {
+            attr: self.attr.as_ref(),
+            ..HeldBytes::new(self.offset, &self.data, self.kill_priv)
+        }
+    }
 }
 
 /// What a pending run answers for its file's attributes.
@@ -150,10 +158,11 @@ impl PendingWrites {
                     let full = std::mem::replace(&mut run.data, Vec::with_capacity(COALESCE_BYTES));
                     let (at, attr) = (run.offset, run.attr.take());
                     run.offset += full.len() as u64;
-                    let loc = run.loc.clone();
-                    return self
-                        .write_bytes(fs, &loc, at, &full, kill_priv, attr.as_ref())
-                        .map(|_| false);
+                    let bytes = HeldBytes {
+                        attr: attr.as_ref(),
+                        ..HeldBytes::new(at, &full, kill_priv)
+                    };
+                    return self.write_bytes(fs, &run.loc, bytes).map(|_| false);
                 }
                 return Ok(false);
             }
@@ -168,17 +177,15 @@ impl PendingWrites {
             // clear privileges: it is written now, so the caller can tell
             // the kernel, and the run continues after it, empty.
             let before = fs.getattr(&loc)?.perm;
-            let after = self
-                .write_bytes(fs, &loc, offset, data, kill_priv, None)?
-                .perm;
+            let bytes = HeldBytes::new(offset, data, kill_priv);
+            let after = self.write_bytes(fs, &loc, bytes)?.perm;
             let end = offset + data.len() as u64;
             runs.insert(ino, Run::empty(loc, end, kill_priv));
             return Ok(after != before);
         }
         if data.len() >= COALESCE_BYTES / 2 {
-            return self
-                .write_bytes(fs, &loc, offset, data, kill_priv, None)
-                .map(|_| false);
+            let bytes = HeldBytes::new(offset, data, kill_priv);
+            return self.write_bytes(fs, &loc, bytes).map(|_| false);
         }
         // Room for the writes a small file is made of, so the run is not
         // grown (copied) as they arrive: the copies were 1.4 % of the
@@ -242,14 +249,8 @@ impl PendingWrites {
         let Some((ino, run)) = carried else {
             return fs.rename(old_dir, old_name, new_dir, new_name, mode);
         };
-        let held = HeldBytes {
-            offset: run.offset,
-            data: &run.data,
-            kill_priv: run.kill_priv,
-            attr: run.attr.as_ref(),
-        };
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        let done = fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, held);
+        let done = fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, run.held());
         if let Err(e) = done.written {
             self.keep_error(ino, &e);
         }
@@ -366,28 +367,13 @@ impl PendingWrites {
 
     /// Writes a run (`data` must not be empty).
     fn write_run(&self, fs: &Fs, run: &Run) -> FsResult<Attr> {
-        let Run {
-            loc,
-            offset,
-            data,
-            kill_priv,
-            attr,
-        } = run;
-        self.write_bytes(fs, loc, *offset, data, *kill_priv, attr.as_ref())
+        self.write_bytes(fs, &run.loc, run.held())
     }
 
     /// Hands bytes to the core as one engine write (counted), with the
     /// attributes a run answered, if any.
-    fn write_bytes(
-        &self,
-        fs: &Fs,
-        loc: &Loc,
-        offset: u64,
-        data: &[u8],
-        kill_priv: KillPriv,
-        attr: Option<&Attr>,
-    ) -> FsResult<Attr> {
+    fn write_bytes(&self, fs: &Fs, loc: &Loc, bytes: HeldBytes<'_>) -> FsResult<Attr> {
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        fs.write_then_set(loc, offset, data, kill_priv, attr)
+        fs.write_then_set(loc, bytes)
     }
 }

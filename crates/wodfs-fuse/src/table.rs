@@ -185,12 +185,8 @@ impl InodeTable {
             xattr_free: false,
         });
         let inode_loc = matches!(loc, Loc::Inode(_));
-        if n.parent != parent || *n.name != *name || n.inode_loc != inode_loc || n.gone.is_some() {
-            // Found elsewhere than the table thought (rare): the paths
-            // below its old name are not worth finding.
-            self.recent = Default::default();
-        }
-        let n = self.nodes.get_mut(&ino).expect("just inserted");
+        let moved =
+            n.parent != parent || *n.name != *name || n.inode_loc != inode_loc || n.gone.is_some();
         n.parent = parent;
         if *n.name != *name {
             n.name = name.into();
@@ -198,6 +194,11 @@ impl InodeTable {
         n.lookups += 1;
         n.inode_loc = inode_loc;
         n.gone = None;
+        if moved {
+            // Found elsewhere than the table thought (rare): the paths
+            // below its old name are not worth finding.
+            self.recent = Default::default();
+        }
     }
 
     /// `ino` was just created through this mount: it has no xattrs.

@@ -32,6 +32,47 @@ const READ_AHEAD_BLOCKS: u64 = (16 << 20) / BLOCK;
 /// Largest file size (signed 64-bit `off_t`).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 
+/// The end of `len` bytes at `offset`, if a file can hold them (`EFBIG`
+/// otherwise).
+pub fn file_end(offset: u64, len: u64) -> Option<u64> {
+    offset.checked_add(len).filter(|&end| end <= FILE_BYTES_MAX)
+}
+
+/// Bytes to write into a file, as [`Fs::write_then_set`] takes them (and
+/// [`Fs::rename_carrying`], for bytes a caller held back from the file it
+/// renames): `data` at `offset`, clearing privileges as `kill_priv` says,
+/// after which the file's attributes are `attr` if given (then `data` is
+/// not empty).
+#[derive(Debug, Clone, Copy)]
+pub struct HeldBytes<'a> {
+    /// Where the bytes go in the file.
+    pub offset: u64,
+    /// The bytes.
+    pub data: &'a [u8],
+    /// Whether writing them clears set-user-ID and set-group-ID.
+    pub kill_priv: KillPriv,
+    /// The file's attributes after the bytes, if the caller answered
+    /// setattrs from them.
+    pub attr: Option<&'a Attr>,
+}
+
+impl<'a> HeldBytes<'a> {
+    /// `data` at `offset`, with no attributes given.
+    pub fn new(offset: u64, data: &'a [u8], kill_priv: KillPriv) -> HeldBytes<'a> {
+        HeldBytes {
+            offset,
+            data,
+            kill_priv,
+            attr: None,
+        }
+    }
+
+    /// Where the bytes end, if a file can hold them.
+    pub fn end(&self) -> Option<u64> {
+        file_end(self.offset, self.data.len() as u64)
+    }
+}
+
 /// `fallocate` mode bits understood here.
 pub mod falloc {
     /// Do not change the file size.
@@ -245,11 +286,12 @@ impl Fs {
         data: &[u8],
         kill_priv: KillPriv,
     ) -> FsResult<Attr> {
-        self.write_then_set(loc, offset, data, kill_priv, None)
+        self.write_then_set(loc, HeldBytes::new(offset, data, kill_priv))
     }
 
-    /// [`Fs::write`], after which the file's attributes are `attr`
-    /// instead of what the write alone makes them: `attr` is what the
+    /// [`Fs::write`] of `bytes`, after which the file's attributes are
+    /// `bytes.attr`, if given, instead of what the write alone makes them:
+    /// that is what the
     /// caller computed for the setattr calls that followed the write
     /// (the FUSE adapter answers those of a file whose writes it holds
     /// itself, see [`SetAttr::apply_to`] and [`Attr::written`]), and it is
@@ -257,19 +299,17 @@ impl Fs {
     /// `attr` is given.
     ///
     /// [`SetAttr::apply_to`]: crate::SetAttr::apply_to
-    pub fn write_then_set(
-        &self,
-        loc: &Loc,
-        offset: u64,
-        data: &[u8],
-        kill_priv: KillPriv,
-        attr: Option<&Attr>,
-    ) -> FsResult<Attr> {
-        let end = offset.checked_add(data.len() as u64);
-        if end.is_none_or(|e| e > FILE_BYTES_MAX) {
+    pub fn write_then_set(&self, loc: &Loc, bytes: HeldBytes<'_>) -> FsResult<Attr> {
+        let HeldBytes {
+            offset,
+            data,
+            kill_priv,
+            attr,
+        } = bytes;
+        let Some(end) = bytes.end() else {
             return err(libc::EFBIG);
-        }
-        debug_assert!(attr.is_none_or(|a| !data.is_empty() && a.size >= end.unwrap_or(0)));
+        };
+        debug_assert!(attr.is_none_or(|a| !data.is_empty() && a.size >= end));
         let chunk = self.write_chunk_bytes();
         if data.len() <= chunk {
             return self.write_batch(loc, offset, data, kill_priv, attr);
@@ -341,8 +381,7 @@ impl Fs {
         if len == 0 {
             return err(libc::EINVAL);
         }
-        let end = offset.checked_add(len).filter(|&e| e <= FILE_BYTES_MAX);
-        let Some(end) = end else {
+        let Some(end) = file_end(offset, len) else {
             return err(libc::EFBIG);
         };
         let g = self.lock();

@@ -24,13 +24,12 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::path::check_renamed_descendant;
 use wodfs_schema::FsPath;
 
-use super::data::{write_ops, FILE_BYTES_MAX};
+use super::data::{write_ops, HeldBytes};
 use super::{pointer, Removed};
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
 use crate::fs::{put_attr, Fs, Guard};
 use crate::loc::Loc;
-use crate::privs::KillPriv;
 
 /// How an existing destination is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,23 +51,6 @@ pub struct Renamed {
     pub replaced: Option<Removed>,
     /// For an exchange: the inode now at the old name.
     pub exchanged: Option<u64>,
-}
-
-/// Bytes a caller held back from the file it renames, as for
-/// [`Fs::write_then_set`]: `data` (not empty) at `offset`, clearing
-/// privileges as `kill_priv` says, after which the file's attributes are
-/// `attr` if given.
-#[derive(Debug, Clone, Copy)]
-pub struct HeldBytes<'a> {
-    /// Where the bytes go in the file.
-    pub offset: u64,
-    /// The bytes.
-    pub data: &'a [u8],
-    /// Whether writing them clears set-user-ID and set-group-ID.
-    pub kill_priv: KillPriv,
-    /// The file's attributes after the bytes, if the caller answered
-    /// setattrs from them.
-    pub attr: Option<&'a Attr>,
 }
 
 /// What [`Fs::rename_carrying`] did: the write and the rename succeed or
@@ -112,18 +94,11 @@ impl Fs {
         mode: RenameMode,
         held: HeldBytes<'_>,
     ) -> CarriedRename {
-        let write_alone = |at: FsResult<FsPath>| {
-            let loc = Loc::Path(at?);
-            self.write_then_set(&loc, held.offset, held.data, held.kill_priv, held.attr)
-                .map(drop)
-        };
+        let write_alone =
+            |at: FsResult<FsPath>| self.write_then_set(&Loc::Path(at?), held).map(drop);
         let old = old_dir.join(old_name);
         let new = new_dir.join(new_name);
-        let fits = held.data.len() <= self.write_chunk_bytes()
-            && held
-                .offset
-                .checked_add(held.data.len() as u64)
-                .is_some_and(|end| end <= FILE_BYTES_MAX);
+        let fits = held.data.len() <= self.write_chunk_bytes() && held.end().is_some();
         let (Ok(old), Ok(new), true) = (&old, &new, fits) else {
             let written = write_alone(old.clone().map_err(Into::into));
             let renamed = self.rename(old_dir, old_name, new_dir, new_name, mode);
@@ -153,21 +128,20 @@ impl Fs {
         mode: RenameMode,
         held: Option<HeldBytes<'_>>,
     ) -> FsResult<Renamed> {
-        let (old, new) = (old.clone(), new.clone());
         let g = self.lock();
         let old_parent = self.dir_attr(old_dir)?;
         let new_parent = self.dir_attr(new_dir)?;
-        let (src, src_loc) = self.resolve(&old)?;
-        let dst = self.try_resolve(&new)?;
+        let (src, src_loc) = self.resolve(old)?;
+        let dst = self.try_resolve(new)?;
         match (mode, &dst) {
             (RenameMode::NoReplace, Some(_)) => return err(libc::EEXIST),
             (RenameMode::Exchange, None) => return err(libc::ENOENT),
             _ => {}
         }
-        if old.is_ancestor_of(&new) {
+        if old.is_ancestor_of(new) {
             return err(libc::EINVAL);
         }
-        if new.is_ancestor_of(&old) {
+        if new.is_ancestor_of(old) {
             return err(match mode {
                 RenameMode::Exchange => libc::EINVAL,
                 _ => libc::ENOTEMPTY,
@@ -190,7 +164,7 @@ impl Fs {
             if !src_dir && dst_dir {
                 return err(libc::EISDIR);
             }
-            if dst_dir && !self.dir_is_empty(&new)? {
+            if dst_dir && !self.dir_is_empty(new)? {
                 return err(libc::ENOTEMPTY);
             }
         }
@@ -203,11 +177,11 @@ impl Fs {
             });
         }
         if src_dir {
-            self.check_descendant_lengths(&old, &new)?;
+            self.check_descendant_lengths(old, new)?;
         }
         if let (RenameMode::Exchange, Some((d, _))) = (mode, &dst) {
             if d.kind == Kind::Dir {
-                self.check_descendant_lengths(&new, &old)?;
+                self.check_descendant_lengths(new, old)?;
             }
         }
         let now = Timespec::now();
@@ -218,7 +192,7 @@ impl Fs {
         let (mut old_delta, mut new_delta) = (0i32, 0i32);
         match (mode, dst) {
             (RenameMode::Exchange, Some((d, d_loc))) => {
-                for m in exchange_moves(&old, &new)? {
+                for m in exchange_moves(old, new)? {
                     ops.push(Op::RangeMove {
                         from: m.from,
                         to: m.to,
@@ -230,12 +204,12 @@ impl Fs {
                     old_delta -= s;
                     new_delta += s;
                 }
-                ops.extend(self.touch_moved(&old, &d, &d_loc, now));
+                ops.extend(self.touch_moved(old, &d, &d_loc, now));
                 exchanged = Some(d.ino);
             }
             (_, dst) => {
                 if let Some((d, d_loc)) = dst {
-                    let (rm, removed) = self.remove_name_ops(&new, &d, &d_loc, now);
+                    let (rm, removed) = self.remove_name_ops(new, &d, &d_loc, now);
                     ops.extend(rm);
                     if d.kind == Kind::Dir {
                         new_delta -= 1;
@@ -243,15 +217,13 @@ impl Fs {
                     replaced = Some(removed);
                 }
                 let moves = if src_dir {
-                    rename_moves_all(&old, &new)?
+                    rename_moves_all(old, new)?
                 } else if has_only_its_record(&src, &src_loc) {
                     // The record moves by touch_moved's insert below.
-                    ops.push(Op::Delete {
-                        key: meta_key(&old),
-                    });
+                    ops.push(Op::Delete { key: meta_key(old) });
                     Vec::new()
                 } else {
-                    file_rename_moves(&old, &new)?
+                    file_rename_moves(old, new)?
                 };
                 for m in moves {
                     ops.push(Op::RangeMove {
@@ -278,7 +250,7 @@ impl Fs {
             }
             None => src,
         };
-        ops.extend(self.touch_moved(&new, &src, &src_loc, now));
+        ops.extend(self.touch_moved(new, &src, &src_loc, now));
         if old_dir == new_dir {
             ops.push(self.touch_dir(old_dir, &old_parent, old_delta + new_delta, now));
         } else {

@@ -111,8 +111,7 @@ impl WodFuse {
             } else {
                 KillPriv::Keep
             };
-            let end = offset.checked_add(data.len() as u64);
-            if end.is_none_or(|e| e > wodfs_fs::FILE_BYTES_MAX) {
+            if wodfs_fs::file_end(offset, data.len() as u64).is_none() {
                 return reply.error(Errno::EFBIG);
             }
             let loc = || self.loc(ino);
