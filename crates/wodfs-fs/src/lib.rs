@@ -49,7 +49,7 @@ pub use fsck::FsckReport;
 pub use loc::Loc;
 pub use ops::data::{falloc, file_end, HeldBytes, Seek, BLOCK, FILE_BYTES_MAX};
 pub use ops::dir::DirEntry;
-pub use ops::namespace::NewNode;
+pub use ops::namespace::{CarriedMake, NewNode};
 pub use ops::rename::{CarriedRename, RenameMode, Renamed};
 pub use ops::setattr::{SetAttr, SetTime};
 pub use ops::statfs::StatFs;

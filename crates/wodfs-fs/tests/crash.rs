@@ -51,8 +51,9 @@ fn run(ops: &[FsOp], cut_after_writes: u64, seed: u64) -> Result<(), TestCaseErr
             }
             continue;
         }
-        if let FsOp::WriteRename(a, off, data, ..) = op {
-            // Written apart, the write may land without the rename.
+        if let FsOp::WriteRename(a, off, data, ..) | FsOp::WriteCreate(a, off, data, ..) = op {
+            // Written apart, the write may land without the rename or the
+            // creation.
             let mut written = ns.clone();
             let _ = apply_model(&mut written, &FsOp::Write(a.clone(), *off, data.clone()));
             candidates.push(written);

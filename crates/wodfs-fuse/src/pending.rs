@@ -7,14 +7,17 @@
 //!   yet handed to the core, at the file's location (a name change writes
 //!   or carries the runs first, so it is the file's current one); all runs
 //!   together hold at most about [`PENDING_BYTES_MAX`].
-//!   A run may be empty: the continuation of a stream whose bytes so far
-//!   are written.
+//!   A run may hold no bytes: the continuation of a stream whose bytes so
+//!   far are written, or the attributes of setattrs that came before the
+//!   writes ([`PendingWrites::hold_attr`]).
 //! * No request observes a state without the runs (sizes, times,
 //!   contents, renames that change a location):
 //!   - requests that change names, or read contents or many inodes'
 //!     attributes (CREATE, READDIR, READ, RENAME, UNLINK, STATFS, ...)
 //!     write every run first; a RENAME writes the renamed file's own run
-//!     in its batch, at the new name ([`PendingWrites::rename`]);
+//!     in its batch, at the new name ([`PendingWrites::rename`]), and a
+//!     CREATE, MKDIR, MKNOD or SYMLINK a lone run in its batch, ahead of
+//!     the new name ([`PendingWrites::make`]);
 //!   - requests that observe one inode's attributes (GETATTR, LOOKUP:
 //!     pending bytes change no name) are answered from that inode's run
 //!     ([`PendingWrites::attr_of`]): the attributes the core holds, plus
@@ -24,7 +27,11 @@
 //!     run they write none;
 //!   - a SETATTR that leaves the size alone, of a file with bytes pending,
 //!     joins the run the same way ([`PendingWrites::set_attr`]): tar and
-//!     rsync set times, owner and mode of every file they write;
+//!     rsync set times, owner and mode of every file they write. Of a
+//!     regular file without a run, it starts one that holds only the
+//!     attributes, which the writes that follow continue
+//!     ([`PendingWrites::hold_attr`]): rsync sets the mode of each new
+//!     temporary before writing it;
 //!   - a RELEASE of a file at a path leaves its run pending (rsync sets
 //!     times and mode after closing; the next request writes it), see
 //!     [`PendingWrites::held_at_path`]; WRITE, OPEN and FORGET write none.
@@ -38,8 +45,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use wodfs_fs::{
-    Attr, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Loc, RenameMode, Renamed, SetAttr,
-    Timespec,
+    Attr, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Kind, Loc, NewNode, RenameMode,
+    Renamed, SetAttr, Timespec,
 };
 
 use crate::adapter::RequestCounters;
@@ -76,6 +83,13 @@ impl Run {
             kill_priv,
             attr: None,
         }
+    }
+
+    /// True if writing the run changes the file: it has bytes, or
+    /// attributes it answered (a run started by a setattr holds only
+    /// those until the writes come, see [`PendingWrites::hold_attr`]).
+    fn holds_anything(&self) -> bool {
+        !self.data.is_empty() || self.attr.is_some()
     }
 
     /// The run's bytes and the attributes it answered, to be written.
@@ -167,7 +181,7 @@ impl PendingWrites {
                 return Ok(false);
             }
             let old = runs.remove(&ino).expect("present");
-            if !old.data.is_empty() {
+            if old.holds_anything() {
                 self.write_run(fs, &old)?;
             }
         }
@@ -241,7 +255,7 @@ impl PendingWrites {
             let mut runs = self.runs.lock();
             let ino = runs.iter().find_map(|(&ino, run)| {
                 let at_old = matches!(&run.loc, Loc::Path(p) if *p == old);
-                (at_old && !run.data.is_empty()).then_some(ino)
+                (at_old && run.holds_anything()).then_some(ino)
             })?;
             runs.remove(&ino).map(|run| (ino, run))
         });
@@ -257,10 +271,39 @@ impl PendingWrites {
         done.renamed
     }
 
+    /// Creates `dir/name` ([`Fs::make`]) after writing the runs. A lone
+    /// run of a whole small file goes into the creation's batch, ahead of
+    /// it ([`Fs::make_carrying`]): tar and git's checkout write a file and
+    /// create the next one, two batches per file before. The tail of a
+    /// large file is written alone: as the next batch of a stream the
+    /// engine logs it without its values (late binding), which it cannot
+    /// tell in a batch that also creates a name (30 MiB more log in an
+    /// untar of the kernel tree).
+    pub fn make(&self, fs: &Fs, dir: &FsPath, name: &[u8], node: NewNode) -> FsResult<Attr> {
+        let carried = {
+            let mut runs = self.runs.lock();
+            let lone = runs.len() == 1
+                && runs
+                    .values()
+                    .all(|run| run.offset == 0 && run.holds_anything());
+            lone.then(|| runs.drain().next().expect("one run"))
+        };
+        self.flush_all(fs);
+        let Some((ino, run)) = carried else {
+            return fs.make(dir, name, node);
+        };
+        self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
+        let done = fs.make_carrying(dir, name, node, &run.loc, run.held());
+        if let Err(e) = done.written {
+            self.keep_error(ino, &e);
+        }
+        done.made
+    }
+
     /// Writes `run` of `ino` on behalf of another request, keeping a
     /// failure for the inode's next fsync or release.
     fn write_deferred(&self, fs: &Fs, ino: u64, run: &Run) {
-        if run.data.is_empty() {
+        if !run.holds_anything() {
             return;
         }
         if let Err(e) = self.write_run(fs, run) {
@@ -299,14 +342,10 @@ impl PendingWrites {
         let Some(run) = runs.get(&ino) else {
             return FromRun::NoRun;
         };
-        if run.data.is_empty() || run.kill_priv != KillPriv::Keep {
+        if !run.holds_anything() || run.kill_priv != KillPriv::Keep {
             return FromRun::Cannot;
         }
-        let others: Vec<u64> = runs.keys().copied().filter(|&i| i != ino).collect();
-        for other in others {
-            let run = runs.remove(&other).expect("listed");
-            self.write_deferred(fs, other, &run);
-        }
+        self.write_other_runs(fs, &mut runs, ino);
         let run = runs.get_mut(&ino).expect("kept");
         let now = Timespec::now();
         let mut attr = match run.attr.take() {
@@ -319,6 +358,50 @@ impl PendingWrites {
         set.apply_to(&mut attr, now);
         run.attr = Some(attr.clone());
         FromRun::Answered(attr)
+    }
+
+    /// Answers a setattr of `ino`, a regular file at a path with no run,
+    /// by starting a run that holds only the resulting attributes, if the
+    /// call leaves the size alone: the writes that follow continue the
+    /// run and carry them into their batch. rsync creates each temporary
+    /// and at once sets its mode (`fchmod`, in its `do_mkstemp`), before
+    /// any byte: a batch of its own for every file it copies. With no
+    /// write, the next request writes the run, as it writes any (one
+    /// batch, as the setattr alone made). Every other run is written
+    /// first, as [`PendingWrites::set_attr`] does.
+    ///
+    /// [`FromRun::NoRun`] if `ino` has a run (ask [`PendingWrites::set_attr`]);
+    /// [`FromRun::Cannot`] if the call changes the size or the object is
+    /// not a regular file at a path: the caller sets the attributes itself.
+    pub fn hold_attr(&self, fs: &Fs, ino: u64, loc: Loc, set: &SetAttr) -> FromRun {
+        if set.changes_size() || !matches!(loc, Loc::Path(_)) {
+            return FromRun::Cannot;
+        }
+        let mut runs = self.runs.lock();
+        if runs.contains_key(&ino) {
+            return FromRun::NoRun;
+        }
+        let stored = match fs.getattr(&loc) {
+            Ok(stored) if stored.kind == Kind::File => stored,
+            _ => return FromRun::Cannot,
+        };
+        self.write_other_runs(fs, &mut runs, ino);
+        let mut attr = stored.clone();
+        set.apply_to(&mut attr, Timespec::now());
+        let mut run = Run::empty(loc, stored.size, KillPriv::Keep);
+        run.attr = Some(attr.clone());
+        runs.insert(ino, run);
+        FromRun::Answered(attr)
+    }
+
+    /// Writes every run but that of `ino` (kept for its fsync or release
+    /// if that fails).
+    fn write_other_runs(&self, fs: &Fs, runs: &mut HashMap<u64, Run>, ino: u64) {
+        let others: Vec<u64> = runs.keys().copied().filter(|&i| i != ino).collect();
+        for other in others {
+            let run = runs.remove(&other).expect("listed");
+            self.write_deferred(fs, other, &run);
+        }
     }
 
     /// `stored`, the attributes the core holds for the file at `loc`, as
@@ -362,10 +445,10 @@ impl PendingWrites {
         self.runs
             .lock()
             .get(&ino)
-            .is_some_and(|run| !run.data.is_empty() && matches!(run.loc, Loc::Path(_)))
+            .is_some_and(|run| run.holds_anything() && matches!(run.loc, Loc::Path(_)))
     }
 
-    /// Writes a run (`data` must not be empty).
+    /// Writes a run (it must hold something).
     fn write_run(&self, fs: &Fs, run: &Run) -> FsResult<Attr> {
         self.write_bytes(fs, &run.loc, run.held())
     }

@@ -107,14 +107,16 @@ fn setattrs_after_the_close_join_the_writes_too() {
     let m = mount(&s.image(), &s.mnt(), false);
     let tree = m.fs.tree();
 
-    // rsync's order: create a temporary, write, close, set the times by
-    // path, set the mode, rename into place.
+    // rsync's order: create a temporary and set its mode at once (its
+    // `do_mkstemp`), write, close, set the times by path, set the mode,
+    // rename into place.
     // The name rsync gives its temporary: a dot, the name, six random
     // characters.
     let tmp = m.mnt.join(".synced.q7Lp2x");
     let data = body(12_813, 11);
     let mut f = File::create(&tmp).unwrap();
     let before = tree.stats().batches;
+    f.set_permissions(Permissions::from_mode(0o600)).unwrap();
     f.write_all(&data).unwrap();
     drop(f);
     let mtime = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 5);
@@ -212,5 +214,136 @@ fn a_rename_carries_the_pending_bytes_whatever_it_does() {
     assert_eq!(stat(&m.mnt.join("dir/partial")), answered);
     assert!(!m.mnt.join("partial").exists());
     assert!(!m.mnt.join(".kept.a1b2c3").exists());
+    m.unmount();
+}
+
+#[test]
+fn a_setattr_before_any_write_waits_for_the_writes() {
+    require_fuse!();
+    let s = Scratch::new("setattr-before-write");
+    mkfs(&s.image(), 1 << 30);
+    let m = mount(&s.image(), &s.mnt(), false);
+    let tree = m.fs.tree();
+    let mtime = SystemTime::UNIX_EPOCH + Duration::new(1_650_000_000, 77);
+
+    // A mode set on a new empty file, then nothing written: the next
+    // request writes it, and the kernel was answered what is stored.
+    let alone = m.mnt.join("alone");
+    let f = File::create(&alone).unwrap();
+    let before = tree.stats().batches;
+    f.set_permissions(Permissions::from_mode(0o604)).unwrap();
+    assert_eq!(tree.stats().batches, before, "held for the writes");
+    drop(f);
+    let answered_alone = stat(&alone);
+    assert_eq!(answered_alone.1 & 0o7777, 0o604);
+    assert_eq!(answered_alone.0, 0);
+
+    // Mode and times set first, then writes that continue from the end:
+    // one batch for all of it, at fsync.
+    let first = m.mnt.join("first");
+    let data = body(20_000, 19);
+    let mut f = File::create(&first).unwrap();
+    let before = tree.stats().batches;
+    f.set_permissions(Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::fchown(&f, Some(0), Some(0)).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before + 1,
+        "setattrs and bytes in one batch"
+    );
+    drop(f);
+    let answered_first = stat(&first);
+    assert_eq!(answered_first.0, data.len() as u64);
+    assert_eq!(answered_first.1 & 0o7777, 0o640);
+
+    // A write elsewhere than the end does not continue the run: the held
+    // attributes are written first, then the write.
+    let elsewhere = m.mnt.join("elsewhere");
+    std::fs::write(&elsewhere, body(9_000, 31)).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&elsewhere)
+        .unwrap();
+    f.set_times(FileTimes::new().set_modified(mtime)).unwrap();
+    f.set_permissions(Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        stat(&elsewhere).4,
+        (1_650_000_000, 77),
+        "answered from the run"
+    );
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(100)).unwrap();
+    f.write_all(b"patched").unwrap();
+    drop(f);
+    let mut want_elsewhere = body(9_000, 31);
+    want_elsewhere[100..107].copy_from_slice(b"patched");
+    let answered_elsewhere = stat(&elsewhere);
+    assert_eq!(answered_elsewhere.1 & 0o7777, 0o600);
+    assert!(
+        answered_elsewhere.4 > (1_650_000_000, 77),
+        "the write set mtime"
+    );
+
+    // A setattr that changes the size is not held: truncate after a held
+    // mode writes both, in order.
+    let cut = m.mnt.join("cut");
+    std::fs::write(&cut, body(10_000, 37)).unwrap();
+    std::fs::set_permissions(&cut, Permissions::from_mode(0o611)).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut)
+        .unwrap()
+        .set_len(3_000)
+        .unwrap();
+    let answered_cut = stat(&cut);
+    assert_eq!((answered_cut.0, answered_cut.1 & 0o7777), (3_000, 0o611));
+
+    // An empty temporary given its mode and times, then renamed (rsync
+    // copying an empty file): the attributes ride in the rename's batch.
+    let tmp = m.mnt.join(".empty.Zx81qa");
+    let f = File::create(&tmp).unwrap();
+    let before = tree.stats().batches;
+    f.set_permissions(Permissions::from_mode(0o600)).unwrap();
+    drop(f);
+    let g = File::open(&tmp).unwrap();
+    g.set_times(FileTimes::new().set_modified(mtime)).unwrap();
+    drop(g);
+    std::fs::set_permissions(&tmp, Permissions::from_mode(0o644)).unwrap();
+    let empty = m.mnt.join("empty");
+    std::fs::rename(&tmp, &empty).unwrap();
+    assert_eq!(
+        tree.stats().batches,
+        before + 1,
+        "one batch: attributes and rename"
+    );
+    let answered_empty = stat(&empty);
+    assert_eq!(answered_empty.4, (1_650_000_000, 77));
+    assert_eq!(answered_empty.1 & 0o7777, 0o644);
+
+    // A directory's setattr is never held.
+    let dir = m.mnt.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    let before = tree.stats().batches;
+    std::fs::set_permissions(&dir, Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(tree.stats().batches, before + 1);
+    m.unmount();
+
+    let m = mount(&s.image(), &s.mnt(), false);
+    assert_eq!(
+        stat(&alone),
+        answered_alone,
+        "stored = what the kernel was answered"
+    );
+    assert_eq!(stat(&first), answered_first);
+    assert_eq!(stat(&elsewhere), answered_elsewhere);
+    assert_eq!(stat(&cut), answered_cut);
+    assert_eq!(stat(&empty), answered_empty);
+    assert_eq!(std::fs::read(&first).unwrap(), data);
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), want_elsewhere);
+    assert_eq!(std::fs::read(&cut).unwrap(), body(10_000, 37)[..3_000]);
+    assert!(std::fs::read(&empty).unwrap().is_empty());
+    assert_eq!(stat(&dir).1 & 0o7777, 0o700);
     m.unmount();
 }

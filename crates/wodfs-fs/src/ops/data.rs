@@ -11,7 +11,7 @@ use wodfs_engine::Op;
 
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
-use crate::fs::{update_attr, Fs};
+use crate::fs::{update_attr, Fs, Guard};
 use crate::loc::Loc;
 use crate::privs::KillPriv;
 
@@ -41,8 +41,9 @@ pub fn file_end(offset: u64, len: u64) -> Option<u64> {
 /// Bytes to write into a file, as [`Fs::write_then_set`] takes them (and
 /// [`Fs::rename_carrying`], for bytes a caller held back from the file it
 /// renames): `data` at `offset`, clearing privileges as `kill_priv` says,
-/// after which the file's attributes are `attr` if given (then `data` is
-/// not empty).
+/// after which the file's attributes are `attr` if given. With no bytes,
+/// `attr` alone is written: setattrs a caller answered before the writes
+/// it expected came.
 #[derive(Debug, Clone, Copy)]
 pub struct HeldBytes<'a> {
     /// Where the bytes go in the file.
@@ -291,12 +292,11 @@ impl Fs {
 
     /// [`Fs::write`] of `bytes`, after which the file's attributes are
     /// `bytes.attr`, if given, instead of what the write alone makes them:
-    /// that is what the
-    /// caller computed for the setattr calls that followed the write
-    /// (the FUSE adapter answers those of a file whose writes it holds
-    /// itself, see [`SetAttr::apply_to`] and [`Attr::written`]), and it is
-    /// written in the write's last batch. `data` must not be empty when
-    /// `attr` is given.
+    /// that is what the caller computed for the setattr calls around the
+    /// write (the FUSE adapter answers those of a file whose writes it
+    /// holds itself, see [`SetAttr::apply_to`] and [`Attr::written`]), and
+    /// it is written in the write's last batch, or alone if `data` is
+    /// empty.
     ///
     /// [`SetAttr::apply_to`]: crate::SetAttr::apply_to
     pub fn write_then_set(&self, loc: &Loc, bytes: HeldBytes<'_>) -> FsResult<Attr> {
@@ -309,7 +309,7 @@ impl Fs {
         let Some(end) = bytes.end() else {
             return err(libc::EFBIG);
         };
-        debug_assert!(attr.is_none_or(|a| !data.is_empty() && a.size >= end));
+        debug_assert!(attr.is_none_or(|a| a.size >= end));
         let chunk = self.write_chunk_bytes();
         if data.len() <= chunk {
             return self.write_batch(loc, offset, data, kill_priv, attr);
@@ -334,18 +334,42 @@ impl Fs {
     ) -> FsResult<Attr> {
         self.back_pressure.pace_writer();
         let g = self.lock();
+        let mut ops = Vec::new();
+        let held = HeldBytes {
+            attr: then,
+            ..HeldBytes::new(offset, data, kill_priv)
+        };
+        let attr = self.held_ops(&g, loc, held, &mut ops)?;
+        if !ops.is_empty() {
+            g.write_owned(ops)?;
+        }
+        Ok(attr)
+    }
+
+    /// Ops that write `held` (one batch's worth) into the file at `loc`,
+    /// and its attributes after them. The caller holds the namespace lock.
+    pub(crate) fn held_ops(
+        &self,
+        _g: &Guard<'_>,
+        loc: &Loc,
+        held: HeldBytes<'_>,
+        ops: &mut Vec<Op>,
+    ) -> FsResult<Attr> {
         let old = file_attr(self, loc)?;
-        if data.is_empty() {
+        if held.data.is_empty() && held.attr.is_none() {
             return Ok(old);
         }
-        let mut ops = Vec::new();
-        write_ops(loc, offset, data, old.size, &mut ops);
-        let attr = match then {
+        write_ops(loc, held.offset, held.data, old.size, ops);
+        let attr = match held.attr {
             Some(set) => set.clone(),
-            None => old.written(offset, data.len() as u64, kill_priv, Timespec::now()),
+            None => old.written(
+                held.offset,
+                held.data.len() as u64,
+                held.kill_priv,
+                Timespec::now(),
+            ),
         };
-        update_attr(loc, &old, &attr, &mut ops);
-        g.write_owned(ops)?;
+        update_attr(loc, &old, &attr, ops);
         Ok(attr)
     }
 

@@ -5,11 +5,22 @@ use wodfs_engine::Op;
 use wodfs_schema::key_codec::{hardlink_moves, meta_key};
 use wodfs_schema::{FsPath, PATH_BYTES_MAX};
 
+use super::data::HeldBytes;
 use super::{pointer, Removed};
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
-use crate::fs::{put_attr, Fs};
+use crate::fs::{put_attr, Fs, Guard};
 use crate::loc::Loc;
+
+/// What [`Fs::make_carrying`] did: the write and the creation succeed or
+/// fail apart, as they would one after the other.
+#[derive(Debug)]
+pub struct CarriedMake {
+    /// Whether the held bytes were written.
+    pub written: FsResult<()>,
+    /// The creation's outcome: the new object's attributes.
+    pub made: FsResult<Attr>,
+}
 
 /// What a new inode looks like.
 #[derive(Debug, Clone)]
@@ -52,6 +63,65 @@ impl Fs {
     /// Returns its attributes; the new object lives at its path. In a
     /// set-group-ID directory the new object takes the directory's group.
     pub fn make(&self, dir: &FsPath, name: &[u8], node: NewNode) -> FsResult<Attr> {
+        let g = self.lock();
+        let mut ops = Vec::new();
+        let attr = self.make_ops(&g, dir, name, node, &mut ops)?;
+        g.write_owned(ops)?;
+        Ok(attr)
+    }
+
+    /// [`Fs::make`], writing `held` into the file at `loc` in the same
+    /// batch, first: tar and git's checkout write a file and then create
+    /// the next, and the FUSE adapter still holds the first one's bytes
+    /// then. One batch where there were two, and a crash keeps the bytes
+    /// whenever it keeps the new name. If they cannot go together (the
+    /// bytes fill a batch of their own, or the creation fails), the bytes
+    /// are written first and the creation is made alone.
+    pub fn make_carrying(
+        &self,
+        dir: &FsPath,
+        name: &[u8],
+        node: NewNode,
+        loc: &Loc,
+        held: HeldBytes<'_>,
+    ) -> CarriedMake {
+        let fits = held.data.len() <= self.write_chunk_bytes() && held.end().is_some();
+        if fits {
+            self.back_pressure.pace_writer();
+            let together = || -> FsResult<Attr> {
+                let g = self.lock();
+                let mut ops = Vec::new();
+                self.held_ops(&g, loc, held, &mut ops)?;
+                let attr = self.make_ops(&g, dir, name, node.clone(), &mut ops)?;
+                g.write_owned(ops)?;
+                Ok(attr)
+            };
+            if let Ok(attr) = together() {
+                return CarriedMake {
+                    written: Ok(()),
+                    made: Ok(attr),
+                };
+            }
+        }
+        // Nothing of a batch that failed was applied (or the store is
+        // poisoned and these fail too): one after the other, each with
+        // its own outcome.
+        CarriedMake {
+            written: self.write_then_set(loc, held).map(drop),
+            made: self.make(dir, name, node),
+        }
+    }
+
+    /// Ops that create `dir/name` as [`Fs::make`] does, and its attributes.
+    /// The caller holds the namespace lock.
+    fn make_ops(
+        &self,
+        g: &Guard<'_>,
+        dir: &FsPath,
+        name: &[u8],
+        node: NewNode,
+        ops: &mut Vec<Op>,
+    ) -> FsResult<Attr> {
         let path = dir.join(name)?;
         if node.kind == Kind::Symlink {
             if node.target.is_empty() {
@@ -61,13 +131,12 @@ impl Fs {
                 return err(libc::ENAMETOOLONG);
             }
         }
-        let g = self.lock();
         let parent = self.dir_attr(dir)?;
         if self.try_resolve(&path)?.is_some() {
             return err(libc::EEXIST);
         }
         let now = Timespec::now();
-        let (ino, counter) = self.alloc_ino(&g);
+        let (ino, counter) = self.alloc_ino(g);
         let mut attr = Attr::new(ino, node.kind, node.perm, node.uid, node.gid, now);
         // A set-group-ID directory gives new entries its group, and new
         // subdirectories its set-group-ID bit (BSD semantics).
@@ -83,12 +152,11 @@ impl Fs {
             attr.target = node.target;
         }
         let delta = i32::from(node.kind == Kind::Dir);
-        let ops = [
+        ops.extend([
             counter,
             put_attr(&Loc::Path(path), &attr),
             self.touch_dir(dir, &parent, delta, now),
-        ];
-        g.write(&ops)?;
+        ]);
         Ok(attr)
     }
 

@@ -60,6 +60,11 @@ pub enum FsOp {
     /// ([`Fs::rename_carrying`]) where the file is a regular file at its
     /// path, one after the other otherwise.
     WriteRename(String, u64, Vec<u8>, String, u8),
+    /// A write and then the creation of a file (or, if the flag is set, a
+    /// directory), as the FUSE adapter hands them over when it held the
+    /// write back: in one call ([`Fs::make_carrying`]) where the written
+    /// object is a file, one after the other otherwise.
+    WriteCreate(String, u64, Vec<u8>, String, bool),
     SetXattr(String, String, Vec<u8>, u8),
     RemoveXattr(String, String),
     /// Checkpoint and reopen.
@@ -202,6 +207,23 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
                 .map_err(code)
                 .and(done.renamed.map(|_| ()).map_err(code))
         }
+        FsOp::WriteCreate(a, off, data, b, dir) => {
+            let (pa, pb) = (p(a), p(b));
+            let at = data_loc(fs, &pa);
+            let creatable = walk(fs, &pb).is_ok() && !pb.is_root();
+            let (Ok(loc), false, true) = (at, data.is_empty(), creatable) else {
+                let w = apply_fs(fs, dev, &FsOp::Write(a.clone(), *off, data.clone()));
+                let c = apply_fs(fs, dev, &create_op(b, *dir));
+                return w.and(c);
+            };
+            let (d, n) = split(&pb);
+            let kind = if *dir { Kind::Dir } else { Kind::File };
+            let held = HeldBytes::new(*off, data, KillPriv::Keep);
+            let done = fs.make_carrying(&d, &n, NewNode::new(kind, 0o755), &loc, held);
+            done.written
+                .map_err(code)
+                .and(done.made.map(|_| ()).map_err(code))
+        }
         FsOp::Rename(a, b, m) => {
             let (a, b) = (p(a), p(b));
             walk(fs, &a)?;
@@ -292,9 +314,22 @@ pub fn apply_model(ns: &mut Namespace, op: &FsOp) -> Result<(), i32> {
             let r = apply_model(ns, &FsOp::Rename(a.clone(), b.clone(), *m));
             return w.and(r);
         }
+        FsOp::WriteCreate(a, off, d, b, dir) => {
+            let w = apply_model(ns, &FsOp::Write(a.clone(), *off, d.clone()));
+            let c = apply_model(ns, &create_op(b, *dir));
+            return w.and(c);
+        }
         FsOp::Reopen => Ok(()),
     };
     r.map_err(|e| e.code())
+}
+
+/// The creation half of [`FsOp::WriteCreate`].
+fn create_op(path: &str, dir: bool) -> FsOp {
+    match dir {
+        true => FsOp::Mkdir(path.to_string()),
+        false => FsOp::Create(path.to_string()),
+    }
 }
 
 /// Rebuilds a model namespace from what the file system shows.
@@ -374,8 +409,10 @@ pub fn op_strategy() -> impl Strategy<Value = FsOp> {
         4 => (path_strategy(), off.clone(), data.clone()).prop_map(|(s, o, d)| FsOp::Write(s, o, d)),
         2 => (path_strategy(), off.clone()).prop_map(|(s, l)| FsOp::Truncate(s, l)),
         3 => (path_strategy(), path_strategy(), 0u8..3).prop_map(|(a, b, m)| FsOp::Rename(a, b, m)),
-        2 => (path_strategy(), off, data, path_strategy(), 0u8..3)
+        2 => (path_strategy(), off.clone(), data.clone(), path_strategy(), 0u8..3)
             .prop_map(|(a, o, d, b, m)| FsOp::WriteRename(a, o, d, b, m)),
+        2 => (path_strategy(), off, data, path_strategy(), any::<bool>())
+            .prop_map(|(a, o, d, b, dir)| FsOp::WriteCreate(a, o, d, b, dir)),
         1 => (path_strategy(), prop_oneof![Just("user.x"), Just("user.y")], proptest::collection::vec(any::<u8>(), 0..20), 0u8..3)
             .prop_map(|(s, n, v, m)| FsOp::SetXattr(s, n.to_string(), v, m)),
         1 => (path_strategy(), prop_oneof![Just("user.x"), Just("user.y")]).prop_map(|(s, n)| FsOp::RemoveXattr(s, n.to_string())),

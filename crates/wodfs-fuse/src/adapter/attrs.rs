@@ -68,7 +68,14 @@ impl WodFuse {
                 ctime: ctime.map(Into::into),
                 kill_priv: modifier(req),
             };
-            if let FromRun::Answered(attr) = self.pending.set_attr(&self.fs, ino.0, &set) {
+            let from_run = match self.pending.set_attr(&self.fs, ino.0, &set) {
+                FromRun::NoRun => match self.loc(ino) {
+                    Ok(loc) => self.pending.hold_attr(&self.fs, ino.0, loc, &set),
+                    Err(_) => FromRun::Cannot,
+                },
+                other => other,
+            };
+            if let FromRun::Answered(attr) = from_run {
                 return reply_attr(reply, Ok(attr));
             }
             self.pending.flush_all(&self.fs);

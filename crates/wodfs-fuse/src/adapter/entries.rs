@@ -63,7 +63,6 @@ impl WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("mknod", || {
-            self.pending.flush_all(&self.fs);
             let Some(kind) =
                 Kind::from_mode(mode).filter(|k| *k != Kind::Dir && *k != Kind::Symlink)
             else {
@@ -86,7 +85,6 @@ impl WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("mkdir", || {
-            self.pending.flush_all(&self.fs);
             let perm = mode & !umask & 0o7777;
             let node = NewNode::new(Kind::Dir, perm as u16);
             let r = self.make(req, parent, name, node);
@@ -143,7 +141,6 @@ impl WodFuse {
         reply: ReplyEntry,
     ) {
         guarded("symlink", || {
-            self.pending.flush_all(&self.fs);
             let mut node = NewNode::new(Kind::Symlink, 0o777);
             node.target = target.as_os_str().as_bytes().to_vec();
             let r = self.make(req, parent, link_name, node);
@@ -226,7 +223,6 @@ impl WodFuse {
         reply: ReplyCreate,
     ) {
         guarded("create", || {
-            self.pending.flush_all(&self.fs);
             let node = NewNode::new(Kind::File, (mode & !umask & 0o7777) as u16);
             match self.make(req, parent, name, node) {
                 Ok(a) => {

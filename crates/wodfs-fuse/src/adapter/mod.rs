@@ -153,7 +153,7 @@ impl WodFuse {
         node.uid = req.uid();
         node.gid = req.gid();
         let name = name_bytes(name);
-        let attr = self.fs.make(&dir, name, node)?;
+        let attr = self.pending.make(&self.fs, &dir, name, node)?;
         let loc = Loc::Path(dir.join(name)?);
         let mut table = self.table.lock();
         table.remember(attr.ino, parent.0, name, &loc);
