@@ -179,7 +179,8 @@ pub fn serve(
         .map_err(|e| io::Error::other(e.to_string()))?;
     let stats = fs.tree().stats();
     log::info!(
-        "unmounted; checkpoint written. Device writes since mount: log {} MiB, nodes {} MiB ({} nodes; {} MiB more in {} nodes written and dropped as stale; {} checkpoints)",
+        "unmounted; checkpoint written. {} batches. Device writes since mount: log {} MiB, nodes {} MiB ({} nodes; {} MiB more in {} nodes written and dropped as stale; {} checkpoints)",
+        stats.batches,
         fs.tree().log_bytes_written() >> 20,
         stats.node_bytes_written >> 20,
         stats.node_writes,
