@@ -10,13 +10,7 @@ use std::fs::{File, OpenOptions, Permissions};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use common::{mkfs, mount, Scratch};
-
-fn body(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_mul(seed) % 251) as u8)
-        .collect()
-}
+use common::{body, mkfs, mount, Scratch};
 
 #[test]
 fn the_next_creation_carries_the_written_file() {

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::{Duration, SystemTime};
 
-use common::{mkfs, mount, Scratch};
+use common::{body, mkfs, mount, Scratch};
 
 /// (size, mode, uid, gid, mtime, ctime) as stat(2) gives them.
 fn stat(path: &std::path::Path) -> (u64, u32, u32, u32, (i64, i64), (i64, i64)) {
@@ -23,12 +23,6 @@ fn stat(path: &std::path::Path) -> (u64, u32, u32, u32, (i64, i64), (i64, i64)) 
         (m.mtime(), m.mtime_nsec()),
         (m.ctime(), m.ctime_nsec()),
     )
-}
-
-fn body(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_mul(seed) % 251) as u8)
-        .collect()
 }
 
 #[test]

@@ -215,3 +215,11 @@ pub fn sh_in(dir: &Path, script: &str) -> String {
     assert!(out.status.success(), "`{script}` failed:\n{text}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `len` bytes of a pattern that `seed` varies, so that a file's contents
+/// tell which write put them there.
+pub fn body(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(seed) % 251) as u8)
+        .collect()
+}
