@@ -45,8 +45,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use wodfs_fs::{
-    Attr, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Kind, Loc, NewNode, RenameMode,
-    Renamed, SetAttr, Timespec,
+    Attr, Carried, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Kind, Loc, NewNode,
+    RenameMode, Renamed, SetAttr, Timespec,
 };
 
 use crate::adapter::RequestCounters;
@@ -260,15 +260,12 @@ impl PendingWrites {
             runs.remove(&ino).map(|run| (ino, run))
         });
         self.flush_all(fs);
-        let Some((ino, run)) = carried else {
-            return fs.rename(old_dir, old_name, new_dir, new_name, mode);
-        };
-        self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        let done = fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, run.held());
-        if let Err(e) = done.written {
-            self.keep_error(ino, &e);
+        match carried {
+            Some((ino, run)) => self.carry(ino, &run, |held| {
+                fs.rename_carrying(old_dir, old_name, new_dir, new_name, mode, held)
+            }),
+            None => fs.rename(old_dir, old_name, new_dir, new_name, mode),
         }
-        done.renamed
     }
 
     /// Creates `dir/name` ([`Fs::make`]) after writing the runs. A lone
@@ -289,15 +286,30 @@ impl PendingWrites {
             lone.then(|| runs.drain().next().expect("one run"))
         };
         self.flush_all(fs);
-        let Some((ino, run)) = carried else {
-            return fs.make(dir, name, node);
-        };
+        match carried {
+            Some((ino, run)) => self.carry(ino, &run, |held| {
+                fs.make_carrying(dir, name, node, &run.loc, held)
+            }),
+            None => fs.make(dir, name, node),
+        }
+    }
+
+    /// Hands `run` of `ino` to `change`, a call that writes it along with
+    /// a change of names (counted as one engine write), keeping a failed
+    /// write for the inode's fsync or release; returns the change's own
+    /// outcome.
+    fn carry<T>(
+        &self,
+        ino: u64,
+        run: &Run,
+        change: impl FnOnce(HeldBytes<'_>) -> Carried<T>,
+    ) -> FsResult<T> {
         self.counters.engine_writes.fetch_add(1, Ordering::Relaxed);
-        let done = fs.make_carrying(dir, name, node, &run.loc, run.held());
-        if let Err(e) = done.written {
+        let carried = change(run.held());
+        if let Err(e) = carried.written {
             self.keep_error(ino, &e);
         }
-        done.made
+        carried.done
     }
 
     /// Writes `run` of `ino` on behalf of another request, keeping a

@@ -104,18 +104,23 @@ impl InodeTable {
 
     /// The path of `ino`, or `None` if it is unknown, gone or has no path.
     pub fn path(&mut self, ino: u64) -> Option<FsPath> {
-        let slot = slot_of(ino);
-        if let Some(r) = &self.recent[slot] {
-            if r.ino == ino {
-                return Some(r.path.clone());
-            }
+        if let Some(path) = self.kept(ino) {
+            return Some(path.clone());
         }
         let path = self.build_path(ino)?;
-        self.recent[slot] = Some(Recent {
+        self.recent[slot_of(ino)] = Some(Recent {
             ino,
             path: path.clone(),
         });
         Some(path)
+    }
+
+    /// The kept path of `ino`, if any.
+    fn kept(&self, ino: u64) -> Option<&FsPath> {
+        self.recent[slot_of(ino)]
+            .as_ref()
+            .filter(|r| r.ino == ino)
+            .map(|r| &r.path)
     }
 
     /// Drops the kept path of `ino`.
@@ -129,7 +134,9 @@ impl InodeTable {
     /// Drops the kept paths of `ino` and of everything below it, before
     /// its entry changes.
     fn drop_kept_below(&mut self, ino: u64) {
-        match self.path(ino) {
+        // Built, not kept: keeping it would evict another inode's path
+        // from its slot only to drop it again below.
+        match self.kept(ino).cloned().or_else(|| self.build_path(ino)) {
             Some(old) => {
                 for slot in &mut self.recent {
                     if slot.as_ref().is_some_and(|r| old.contains(&r.path)) {

@@ -74,6 +74,17 @@ impl<'a> HeldBytes<'a> {
     }
 }
 
+/// What a call that writes held bytes along with a change of names
+/// ([`Fs::rename_carrying`], [`Fs::make_carrying`]) did: the write and the
+/// change succeed or fail apart, as they would one after the other.
+#[derive(Debug)]
+pub struct Carried<T> {
+    /// Whether the held bytes were written.
+    pub written: FsResult<()>,
+    /// The change's own outcome.
+    pub done: FsResult<T>,
+}
+
 /// `fallocate` mode bits understood here.
 pub mod falloc {
     /// Do not change the file size.
@@ -300,45 +311,33 @@ impl Fs {
     ///
     /// [`SetAttr::apply_to`]: crate::SetAttr::apply_to
     pub fn write_then_set(&self, loc: &Loc, bytes: HeldBytes<'_>) -> FsResult<Attr> {
-        let HeldBytes {
-            offset,
-            data,
-            kill_priv,
-            attr,
-        } = bytes;
         let Some(end) = bytes.end() else {
             return err(libc::EFBIG);
         };
-        debug_assert!(attr.is_none_or(|a| a.size >= end));
+        debug_assert!(bytes.attr.is_none_or(|a| a.size >= end));
         let chunk = self.write_chunk_bytes();
-        if data.len() <= chunk {
-            return self.write_batch(loc, offset, data, kill_priv, attr);
+        if bytes.data.len() <= chunk {
+            return self.write_batch(loc, bytes);
         }
         let mut last = None;
-        let pieces = data.len().div_ceil(chunk);
-        for (i, piece) in data.chunks(chunk).enumerate() {
-            let at = offset + (i * chunk) as u64;
-            let then = if i + 1 == pieces { attr } else { None };
-            last = Some(self.write_batch(loc, at, piece, kill_priv, then)?);
+        let pieces = bytes.data.len().div_ceil(chunk);
+        for (i, piece) in bytes.data.chunks(chunk).enumerate() {
+            let at = bytes.offset + (i * chunk) as u64;
+            let then = if i + 1 == pieces { bytes.attr } else { None };
+            let held = HeldBytes {
+                attr: then,
+                ..HeldBytes::new(at, piece, bytes.kill_priv)
+            };
+            last = Some(self.write_batch(loc, held)?);
         }
         last.map_or_else(|| self.getattr(loc), Ok)
     }
 
-    fn write_batch(
-        &self,
-        loc: &Loc,
-        offset: u64,
-        data: &[u8],
-        kill_priv: KillPriv,
-        then: Option<&Attr>,
-    ) -> FsResult<Attr> {
+    /// `held` (one batch's worth) written into the file at `loc`.
+    fn write_batch(&self, loc: &Loc, held: HeldBytes<'_>) -> FsResult<Attr> {
         self.back_pressure.pace_writer();
         let g = self.lock();
         let mut ops = Vec::new();
-        let held = HeldBytes {
-            attr: then,
-            ..HeldBytes::new(offset, data, kill_priv)
-        };
         let attr = self.held_ops(&g, loc, held, &mut ops)?;
         if !ops.is_empty() {
             g.write_owned(ops)?;

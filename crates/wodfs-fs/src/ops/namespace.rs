@@ -5,22 +5,12 @@ use wodfs_engine::Op;
 use wodfs_schema::key_codec::{hardlink_moves, meta_key};
 use wodfs_schema::{FsPath, PATH_BYTES_MAX};
 
-use super::data::HeldBytes;
+use super::data::{Carried, HeldBytes};
 use super::{pointer, Removed};
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
 use crate::fs::{put_attr, Fs, Guard};
 use crate::loc::Loc;
-
-/// What [`Fs::make_carrying`] did: the write and the creation succeed or
-/// fail apart, as they would one after the other.
-#[derive(Debug)]
-pub struct CarriedMake {
-    /// Whether the held bytes were written.
-    pub written: FsResult<()>,
-    /// The creation's outcome: the new object's attributes.
-    pub made: FsResult<Attr>,
-}
 
 /// What a new inode looks like.
 #[derive(Debug, Clone)]
@@ -84,7 +74,7 @@ impl Fs {
         node: NewNode,
         loc: &Loc,
         held: HeldBytes<'_>,
-    ) -> CarriedMake {
+    ) -> Carried<Attr> {
         let fits = held.data.len() <= self.write_chunk_bytes() && held.end().is_some();
         if fits {
             self.back_pressure.pace_writer();
@@ -97,18 +87,18 @@ impl Fs {
                 Ok(attr)
             };
             if let Ok(attr) = together() {
-                return CarriedMake {
+                return Carried {
                     written: Ok(()),
-                    made: Ok(attr),
+                    done: Ok(attr),
                 };
             }
         }
         // Nothing of a batch that failed was applied (or the store is
         // poisoned and these fail too): one after the other, each with
         // its own outcome.
-        CarriedMake {
+        Carried {
             written: self.write_then_set(loc, held).map(drop),
-            made: self.make(dir, name, node),
+            done: self.make(dir, name, node),
         }
     }
 

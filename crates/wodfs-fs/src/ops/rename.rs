@@ -24,7 +24,7 @@ use wodfs_schema::key_codec::{
 use wodfs_schema::path::check_renamed_descendant;
 use wodfs_schema::FsPath;
 
-use super::data::{write_ops, HeldBytes};
+use super::data::{write_ops, Carried, HeldBytes};
 use super::{pointer, Removed};
 use crate::attr::{Attr, Kind, Timespec};
 use crate::error::{err, FsResult};
@@ -51,16 +51,6 @@ pub struct Renamed {
     pub replaced: Option<Removed>,
     /// For an exchange: the inode now at the old name.
     pub exchanged: Option<u64>,
-}
-
-/// What [`Fs::rename_carrying`] did: the write and the rename succeed or
-/// fail apart, as they would one after the other.
-#[derive(Debug)]
-pub struct CarriedRename {
-    /// Whether the held bytes were written.
-    pub written: FsResult<()>,
-    /// The rename's outcome.
-    pub renamed: FsResult<Renamed>,
 }
 
 impl Fs {
@@ -93,7 +83,7 @@ impl Fs {
         new_name: &[u8],
         mode: RenameMode,
         held: HeldBytes<'_>,
-    ) -> CarriedRename {
+    ) -> Carried<Renamed> {
         let write_alone =
             |at: FsResult<FsPath>| self.write_then_set(&Loc::Path(at?), held).map(drop);
         let old = old_dir.join(old_name);
@@ -102,17 +92,20 @@ impl Fs {
         let (Ok(old), Ok(new), true) = (&old, &new, fits) else {
             let written = write_alone(old.clone().map_err(Into::into));
             let renamed = self.rename(old_dir, old_name, new_dir, new_name, mode);
-            return CarriedRename { written, renamed };
+            return Carried {
+                written,
+                done: renamed,
+            };
         };
         self.back_pressure.pace_writer();
         match self.rename_paths(old_dir, old, new_dir, new, mode, Some(held)) {
-            Ok(renamed) => CarriedRename {
+            Ok(renamed) => Carried {
                 written: Ok(()),
-                renamed: Ok(renamed),
+                done: Ok(renamed),
             },
-            Err(e) => CarriedRename {
+            Err(e) => Carried {
                 written: write_alone(Ok(old.clone())),
-                renamed: Err(e),
+                done: Err(e),
             },
         }
     }

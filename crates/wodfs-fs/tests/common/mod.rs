@@ -205,7 +205,7 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
             let done = fs.rename_carrying(&ad, &an, &bd, &bn, rename_mode(*m), held);
             done.written
                 .map_err(code)
-                .and(done.renamed.map(|_| ()).map_err(code))
+                .and(done.done.map(|_| ()).map_err(code))
         }
         FsOp::WriteCreate(a, off, data, b, dir) => {
             let (pa, pb) = (p(a), p(b));
@@ -222,7 +222,7 @@ pub fn apply_fs(fs: &mut Fs, dev: &Arc<dyn Device>, op: &FsOp) -> Result<(), i32
             let done = fs.make_carrying(&d, &n, NewNode::new(kind, 0o755), &loc, held);
             done.written
                 .map_err(code)
-                .and(done.made.map(|_| ()).map_err(code))
+                .and(done.done.map(|_| ()).map_err(code))
         }
         FsOp::Rename(a, b, m) => {
             let (a, b) = (p(a), p(b));
