@@ -181,6 +181,13 @@ impl<D: Device> Device for CountingDevice<D> {
         self.inner.read_with(offset, len, f)
     }
 
+    fn read_owned(&self, offset: u64, len: usize) -> io::Result<crate::OwnedRead> {
+        // Counted as `read_with` is: one random read.
+        self.count_read(len);
+        self.random_reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_owned(offset, len)
+    }
+
     fn annotate(&self, phase: &'static str) {
         self.inner.annotate(phase);
     }

@@ -24,6 +24,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::{Mutex, PoisonError};
 
+use crate::huge::HugeBuf;
+
 /// Memory alignment of bounce buffers: a page, which satisfies every
 /// direct-I/O memory alignment Linux asks for.
 const MEM_ALIGN: usize = 4096;
@@ -73,29 +75,38 @@ fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
 /// and gathers into larger device writes.
 pub(crate) const DIRECT_IO_MIN: usize = 256 << 10;
 
-/// Bounce buffers kept for direct reads, for reuse: as many as reads the
-/// engine's read-ahead has in flight at once, most of the time.
-const READ_POOL: usize = 2;
+/// Read buffers kept for reuse: as many as whole-node reads are in
+/// flight at once (the engine's read-ahead threads and a scan), so that a
+/// read takes one that is already mapped, in huge pages, instead of
+/// faulting in and clearing new memory.
+const READ_POOL: usize = 4;
 
-/// Size of a direct read's bounce buffer, unless one read needs more (a
-/// node larger than the default): a default 4 MiB node and the aligned
-/// units around it. Longer vectored reads go in pieces of this size.
+/// Size of a direct read's buffer, unless one read needs more (a node
+/// larger than the default): a default 4 MiB node and the aligned units
+/// around it. Longer vectored reads go in pieces of this size.
 const READ_BOUNCE_BYTES: usize = (4 << 20) + (64 << 10);
 
-/// Direct reads' bounce buffers, reused: a buffer allocated afresh for
-/// every read would be memory the kernel has to find and clear each time.
-static READ_BUFS: Mutex<Vec<AlignedBuf>> = Mutex::new(Vec::new());
+/// Direct reads' buffers, reused (see [`READ_POOL`]), in memory advised to
+/// be backed by huge pages ([`HugeBuf`]): a buffer allocated afresh for
+/// every read would be memory the kernel has to find and clear each time,
+/// and a buffer of scattered pages cuts each read into requests of at most
+/// 512 KiB.
+static READ_BUFS: Mutex<Vec<HugeBuf>> = Mutex::new(Vec::new());
 
-/// A pooled bounce buffer of at least `len` bytes.
-fn take_read_buf(len: usize) -> AlignedBuf {
+/// A pooled read buffer of at least `len` bytes.
+fn take_read_buf(len: usize) -> io::Result<HugeBuf> {
     let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
-    match pool.iter().position(|b| b.len >= len) {
-        Some(i) => pool.swap_remove(i),
-        None => AlignedBuf::new(len.max(READ_BOUNCE_BYTES)),
+    match pool.iter().position(|b| b.len() >= len) {
+        Some(i) => Ok(pool.swap_remove(i)),
+        None => {
+            drop(pool);
+            HugeBuf::new(len.max(READ_BOUNCE_BYTES))
+        }
     }
 }
 
-fn give_back_read_buf(buf: AlignedBuf) {
+/// Returns a read buffer to the pool (or frees it if the pool is full).
+pub(crate) fn give_back_read_buf(buf: HugeBuf) {
     let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
     if pool.len() < READ_POOL {
         pool.push(buf);
@@ -119,7 +130,7 @@ pub(crate) fn read_with(
     let lo = offset / unit * unit;
     let hi = (offset + len as u64).div_ceil(unit) * unit;
     let span = (hi - lo) as usize;
-    let mut bounce = take_read_buf(span);
+    let mut bounce = take_read_buf(span)?;
     let window = &mut bounce.as_mut_slice()[..span];
     let result = file.read_exact_at(window, lo).map(|()| {
         let skip = (offset - lo) as usize;
@@ -127,6 +138,26 @@ pub(crate) fn read_with(
     });
     give_back_read_buf(bounce);
     result
+}
+
+/// Reads `len` bytes at `offset` of a file opened with `O_DIRECT` (the
+/// aligned units around them) into a buffer of their own, which the
+/// caller keeps: [`read_with`] without the copy out of a pooled buffer.
+pub(crate) fn read_owned(
+    file: &File,
+    unit: u64,
+    offset: u64,
+    len: usize,
+) -> io::Result<crate::OwnedRead> {
+    let lo = offset / unit * unit;
+    let hi = (offset + len as u64).div_ceil(unit) * unit;
+    let span = (hi - lo) as usize;
+    let mut buf = take_read_buf(span)?;
+    if let Err(e) = file.read_exact_at(&mut buf.as_mut_slice()[..span], lo) {
+        give_back_read_buf(buf);
+        return Err(e);
+    }
+    Ok(crate::OwnedRead::pooled(buf, (offset - lo) as usize, len))
 }
 
 /// Reads consecutive bytes from `offset` into `bufs`, one after another,

@@ -317,6 +317,16 @@ impl Device for FileDevice {
         Ok(())
     }
 
+    fn read_owned(&self, offset: u64, len: usize) -> io::Result<crate::OwnedRead> {
+        check_range(offset, len, self.size_bytes)?;
+        if let Some((file, unit)) = self.reads_direct(offset, len) {
+            return direct::read_owned(file, unit, offset, len);
+        }
+        let mut buf = vec![0u8; len];
+        self.random.read_exact_at(&mut buf, offset)?;
+        Ok(crate::OwnedRead::from_vec(buf))
+    }
+
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }

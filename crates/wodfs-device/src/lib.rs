@@ -24,13 +24,16 @@ mod counting;
 mod direct;
 mod fault;
 mod file;
+mod huge;
 mod mem;
+mod owned;
 mod residency;
 
 pub use counting::{CountingDevice, IoCounts};
 pub use fault::{FaultConfig, FaultDevice, FaultKind, PowerCut};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use owned::OwnedRead;
 
 /// The unit in which a write can be torn by a power cut.
 pub const SECTOR_BYTES: u64 = 512;
@@ -127,6 +130,20 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// Reads `len` bytes at `offset` into a buffer the caller keeps: for a
+    /// large read whose caller keeps the bytes (a whole node read ahead,
+    /// whose partitions stay slices of it) rather than copying out what it
+    /// keeps, as from [`Device::read_with`]. Reads exactly these bytes,
+    /// like `read_with`. [`FileDevice`] reads them past the page cache
+    /// (direct I/O) where `read_with` would, straight into the returned
+    /// buffer; this default copies out of `read_with`. Same contract as
+    /// `read_at`.
+    fn read_owned(&self, offset: u64, len: usize) -> io::Result<OwnedRead> {
+        let mut buf = Vec::with_capacity(len);
+        self.read_with(offset, len, &mut |bytes| buf.extend_from_slice(bytes))?;
+        Ok(OwnedRead::from_vec(buf))
+    }
+
     /// Names the phase of work the caller is in (for example
     /// `"checkpoint.superblock"`). Real devices ignore it; the fault device
     /// records the phase that was current when a simulated power cut landed,
@@ -167,6 +184,9 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
         (**self).read_with(offset, len, f)
     }
+    fn read_owned(&self, offset: u64, len: usize) -> io::Result<OwnedRead> {
+        (**self).read_owned(offset, len)
+    }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
@@ -204,6 +224,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn read_with(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> io::Result<()> {
         (**self).read_with(offset, len, f)
+    }
+    fn read_owned(&self, offset: u64, len: usize) -> io::Result<OwnedRead> {
+        (**self).read_owned(offset, len)
     }
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)

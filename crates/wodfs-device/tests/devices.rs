@@ -338,11 +338,21 @@ fn large_stream_reads_return_what_was_written() {
         assert!(dev
             .read_with(SIZE - 10, 20, &mut |_| panic!("past the end"))
             .is_err());
+        // Kept by the caller: the bytes, at an odd offset and length, and
+        // again after the buffers went back to the pool and were reused.
+        for _ in 0..3 {
+            let owned = dev.read_owned(777 + at as u64 + 3, len - 5).unwrap();
+            assert!(owned.bytes() == &image[at + 3..at + len - 2]);
+            let small = dev.read_owned(777 + 100, 10).unwrap();
+            assert_eq!(small.bytes(), &image[100..110]);
+        }
+        assert!(dev.read_owned(SIZE - 10, 20).is_err());
     }
     let c = counting.counts();
     assert_eq!(c.stream_write_bytes, image.len() as u64);
     // The two checks of the overwritten range, the vectored read, the
-    // read_with and the failed one; read_with reads no window past its
-    // bytes, so it counts as random.
-    assert_eq!((c.reads, c.random_reads), (5, 2), "{c:?}");
+    // read_with and the failed one, six read_owned and the failed one;
+    // read_with and read_owned read no window past their bytes, so they
+    // count as random.
+    assert_eq!((c.reads, c.random_reads), (12, 9), "{c:?}");
 }

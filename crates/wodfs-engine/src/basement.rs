@@ -73,6 +73,20 @@ impl Basement {
         }
     }
 
+    /// Are its bytes a slice of its node's read buffer
+    /// ([`crate::format::raw_bytes::RawBytes`])?
+    pub fn is_shared(&self) -> bool {
+        matches!(&self.repr, Repr::Frozen(f) if f.is_shared())
+    }
+
+    /// Gives a frozen basement whose bytes are a slice of its node's read
+    /// buffer bytes of its own.
+    pub fn unshare(&mut self) {
+        if let Repr::Frozen(f) = &mut self.repr {
+            f.unshare();
+        }
+    }
+
     pub fn from_frozen(f: FrozenBasement) -> Self {
         let bytes = (0..f.len())
             .map(|i| entry_bytes(f.key(i), f.value(i)))

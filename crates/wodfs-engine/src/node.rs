@@ -192,6 +192,32 @@ impl Node {
             .min(self.parts.len().saturating_sub(1))
     }
 
+    /// Does a basement keep its bytes as a slice of the node's read
+    /// buffer ([`crate::format::raw_bytes::RawBytes`])?
+    pub fn has_shared_basements(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p.data.get(), Some(Part::Basement(b)) if b.is_shared()))
+    }
+
+    /// Gives every basement whose bytes are a slice of the node's read
+    /// buffer bytes of its own (a copy each), so that the buffer is freed:
+    /// before the writer changes the node, whose replaced basements would
+    /// otherwise stay in memory, counted nowhere, as long as any sibling
+    /// kept the buffer. True if there was one.
+    pub fn unshare(&mut self) -> bool {
+        let mut any = false;
+        if self.is_leaf() {
+            for slot in &mut self.parts {
+                if let Some(Part::Basement(b)) = slot.data.get_mut() {
+                    any |= b.is_shared();
+                    b.unshare();
+                }
+            }
+        }
+        any
+    }
+
     pub fn is_fully_loaded(&self) -> bool {
         self.parts.iter().all(|p| p.data.get().is_some())
     }

@@ -13,6 +13,7 @@
 use super::bytes::{varint_len, Dec, DecResult, Enc};
 use super::entry_index::{EntryIndex, Span};
 use super::partition::{read_msg, OpRef, PART_BASEMENT, PART_BUFFER};
+use super::raw_bytes::RawBytes;
 use crate::buffer::KEY_OVERHEAD_BYTES;
 use crate::msg::{Msn, PointMsg};
 use crate::range_index::RangeIndex;
@@ -21,7 +22,7 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 /// A frozen leaf basement: sorted key/value pairs.
 #[derive(Clone, Debug)]
 pub(crate) struct FrozenBasement {
-    raw: Box<[u8]>,
+    raw: RawBytes,
     index: EntryIndex,
     /// Leading bytes of every stored key that are not part of the key
     /// (see [`FrozenBasement::strip_keys`]): nonzero, the raw bytes are no
@@ -32,7 +33,8 @@ pub(crate) struct FrozenBasement {
 impl FrozenBasement {
     /// Validates an encoded basement (kind byte, count, sorted entries
     /// within the size limits) and indexes it.
-    pub fn parse(raw: Vec<u8>) -> DecResult<Self> {
+    pub fn parse(raw: impl Into<RawBytes>) -> DecResult<Self> {
+        let raw = raw.into();
         let mut d = Dec::new(&raw);
         if d.u8("partition kind")? != PART_BASEMENT {
             return Err("partition is not a basement".into());
@@ -58,7 +60,7 @@ impl FrozenBasement {
         d.finish("basement")?;
         let index = EntryIndex::new(index, &raw);
         Ok(FrozenBasement {
-            raw: raw.into_boxed_slice(),
+            raw,
             index,
             stripped: 0,
         })
@@ -96,7 +98,7 @@ impl FrozenBasement {
         debug_assert_eq!(out.buf.len(), out.buf.capacity());
         FrozenBasement {
             index: EntryIndex::new(spans, &out.buf),
-            raw: out.buf.into_boxed_slice(),
+            raw: out.buf.into(),
             stripped: 0,
         }
     }
@@ -104,6 +106,17 @@ impl FrozenBasement {
     /// The encoded basement, unless its keys were stripped since.
     pub fn raw(&self) -> Option<&[u8]> {
         (self.stripped == 0).then_some(&self.raw[..])
+    }
+
+    /// Are its bytes a slice of its node's read buffer ([`RawBytes`])?
+    pub fn is_shared(&self) -> bool {
+        self.raw.is_shared()
+    }
+
+    /// Gives it bytes of its own if they are a slice of its node's read
+    /// buffer ([`RawBytes::unshare`]).
+    pub fn unshare(&mut self) {
+        self.raw.unshare();
     }
 
     /// Drops the first `n` bytes of every key (all keys share them: the

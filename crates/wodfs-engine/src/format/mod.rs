@@ -7,6 +7,7 @@ pub(crate) mod entry_index;
 pub(crate) mod frozen;
 pub(crate) mod node;
 pub(crate) mod partition;
+pub(crate) mod raw_bytes;
 pub(crate) mod segments;
 pub(crate) mod superblock;
 pub(crate) mod table;

@@ -10,6 +10,7 @@ use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
     compress, compress_tail, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
 };
+use super::raw_bytes::RawBytes;
 use super::segments;
 use crate::basement::Basement;
 use crate::bloom::{Bloom, BufferSummary};
@@ -385,6 +386,31 @@ pub(crate) fn decoded_bytes(
         return Err("segmented buffer without a segment directory".into());
     }
     segments::join(&stored, pieces, loc.raw_len as usize)
+}
+
+/// [`decode_part`] of a leaf's basement stored uncompressed at
+/// `read.bytes()[start..]`, kept as a slice of `read` instead of a copy
+/// (see [`RawBytes`]).
+pub(crate) fn decode_shared_basement(
+    read: &std::sync::Arc<wodfs_device::OwnedRead>,
+    start: usize,
+    loc: &PartLoc,
+) -> DecResult<Part> {
+    let len = loc.stored_len as usize;
+    let stored = read
+        .bytes()
+        .get(start..start + len)
+        .ok_or("partition past the end of the bytes read")?;
+    if checksum(stored) != loc.crc {
+        return Err("partition checksum mismatch".into());
+    }
+    if Compression::from_u8(loc.codec) != Some(Compression::None) || len != loc.raw_len as usize {
+        return Err("a shared basement must be stored uncompressed".into());
+    }
+    let raw = RawBytes::shared(read, start, len);
+    Ok(Part::Basement(Basement::from_frozen(
+        FrozenBasement::parse(raw)?,
+    )))
 }
 
 /// Verifies and decodes one partition's stored bytes. `summary` is what

@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::state::{read_whole_at, Env};
+use super::state::{read_whole_at, Env, WholeRead};
 use crate::node::Node;
 use crate::table::{BlockNum, Extent};
 
@@ -125,7 +125,7 @@ impl FlushAhead {
             drop(s);
             // A failed read or check is left for the writer, which reads
             // the node again and reports the error on its own path.
-            let node = read_whole_at(env, job.b, job.height, &job.extent).ok();
+            let node = read_whole_at(env, job.b, job.height, &job.extent, WholeRead::Copied).ok();
             s = self.inner.lock();
             s.busy = None;
             if let Some(node) = node {

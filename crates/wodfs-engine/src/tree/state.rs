@@ -7,9 +7,9 @@ use wodfs_device::Device;
 
 use super::cache::{Cache, CacheEntry};
 use super::stats::Stats;
-use crate::config::Config;
+use crate::config::{Compression, Config};
 use crate::error::{Error, Result};
-use crate::format::node::{decode_header, decode_part};
+use crate::format::node::{decode_header, decode_part, decode_shared_basement};
 use crate::format::segments;
 use crate::msg::{Msn, PointMsg};
 use crate::node::{Node, Part, PartLoc, PartSlot, Tally};
@@ -102,6 +102,13 @@ impl Env<'_> {
         let random = !self.reads.continues(offset, len as u64);
         self.dev
             .read_vectored_at(offset, bufs, random)
+            .map_err(io_error("read", offset))
+    }
+    /// A large read whose bytes the caller keeps (see
+    /// [`wodfs_device::Device::read_owned`]).
+    pub fn read_owned(&self, offset: u64, len: usize) -> Result<wodfs_device::OwnedRead> {
+        self.dev
+            .read_owned(offset, len)
             .map_err(io_error("read", offset))
     }
     /// A large read whose bytes the caller copies out of (see
@@ -207,9 +214,12 @@ impl State {
     /// first and then its partitions took two device round trips per
     /// leaf, and the first one, small and synchronous, was a third of a
     /// cold sequential read's waiting.
+    ///
+    /// For readers: an uncompressed leaf keeps its basements as slices of
+    /// the buffer read ([`WholeRead::Shared`]).
     pub fn read_whole(&self, env: Env<'_>, b: BlockNum) -> Result<Node> {
         let (height, x) = self.extent(b)?;
-        read_whole_at(env, b, height, &x)
+        read_whole_at(env, b, height, &x, WholeRead::Shared)
     }
 
     /// Where node `b`'s extent starts on the device.
@@ -335,10 +345,21 @@ impl State {
         let cached = self.cache.take_tallied(b);
         if let Some((node, Some(tally))) = cached {
             // Dirty, so fully loaded: not visited partition by partition
-            // to find none missing.
+            // to find none missing. Taken (and unshared) before it became
+            // dirty.
             debug_assert!(node.is_fully_loaded());
+            debug_assert!(!node.has_shared_basements());
             return Ok((node, Some(tally)));
         }
+        // Cached clean: a leaf a reader read whole may hold its basements
+        // as slices of one read buffer, which the writer must not keep
+        // alive behind the basements it replaces.
+        let cached = cached.map(|(mut node, tally)| {
+            if node.unshare() {
+                env.stats.add_unshared_leaf();
+            }
+            (node, tally)
+        });
         // Not cached, or cached clean and partly loaded (the device holds
         // all of it then): the flush read-ahead thread may have read it.
         if cached.as_ref().is_none_or(|(n, _)| !n.is_fully_loaded()) {
@@ -460,18 +481,53 @@ fn check_header(b: BlockNum, height: u8, x: &Extent, buf: &[u8]) -> Result<Node>
 
 /// Node `b` (of `height`) read whole from extent `x` in one request and
 /// checked; needs no lock (the flush read-ahead thread calls it).
-pub(crate) fn read_whole_at(env: Env<'_>, b: BlockNum, height: u8, x: &Extent) -> Result<Node> {
+pub(crate) fn read_whole_at(
+    env: Env<'_>,
+    b: BlockNum,
+    height: u8,
+    x: &Extent,
+    how: WholeRead,
+) -> Result<Node> {
+    if how == WholeRead::Shared && height == 0 {
+        let read = Arc::new(env.read_owned(x.offset, x.len as usize)?);
+        env.stats.add_node_read();
+        let node = decode_whole(b, height, x, read.bytes(), Some(&read))?;
+        if node.has_shared_basements() {
+            env.stats.add_shared_node_read();
+        }
+        return Ok(node);
+    }
     let mut decoded = None;
     env.read_with(x.offset, x.len as usize, &mut |bytes| {
-        decoded = Some(decode_whole(b, height, x, bytes));
+        decoded = Some(decode_whole(b, height, x, bytes, None));
     })?;
     env.stats.add_node_read();
     decoded.expect("read_with hands over the bytes when it succeeds")
 }
 
+/// How a node read whole keeps its partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WholeRead {
+    /// Each partition copied out of the device's reused read buffer: for
+    /// a node the writer is about to change (the flush read-ahead).
+    Copied,
+    /// A leaf whose basements are all stored uncompressed keeps them as
+    /// slices of the one buffer the node was read into (no copy): for
+    /// readers (scans, a file's read-ahead). The writer gives them bytes
+    /// of their own before it changes the leaf ([`Node::unshare`]).
+    Shared,
+}
+
 /// Node `b` with every partition decoded, from the bytes of its whole
-/// extent.
-fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Node> {
+/// extent; `read`, if given, holds those bytes, and an uncompressed leaf's
+/// basements are kept as slices of it.
+fn decode_whole(
+    b: BlockNum,
+    height: u8,
+    x: &Extent,
+    bytes: &[u8],
+    read: Option<&Arc<wodfs_device::OwnedRead>>,
+) -> Result<Node> {
     if bytes.len() < x.header_len as usize {
         return Err(Error::corrupt(
             "node header",
@@ -481,6 +537,14 @@ fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Nod
     }
     let node = check_header(b, height, x, bytes)?;
     let leaf = node.is_leaf();
+    // Shared only if every basement is: a buffer kept for some of them
+    // would hold the others' stored bytes too, counted nowhere.
+    let share = read.filter(|_| {
+        leaf && node.parts.iter().all(|slot| {
+            slot.disk
+                .is_some_and(|loc| Compression::from_u8(loc.codec) == Some(Compression::None))
+        })
+    });
     for (i, slot) in node.parts.iter().enumerate() {
         let loc = part_place(b, x.offset, i, slot)?;
         let start = loc.offset as usize;
@@ -493,7 +557,16 @@ fn decode_whole(b: BlockNum, height: u8, x: &Extent, bytes: &[u8]) -> Result<Nod
                     format!("block {b} partition {i} lies past the end of its extent"),
                 )
             })?;
-        let part = decode_part_of(b, x.offset, i, slot, &loc, leaf, stored.to_vec())?;
+        let part = match share {
+            Some(read) => decode_shared_basement(read, start, &loc).map_err(|d| {
+                Error::corrupt(
+                    "partition",
+                    x.offset + u64::from(loc.offset),
+                    format!("block {b} partition {i}: {d}"),
+                )
+            })?,
+            None => decode_part_of(b, x.offset, i, slot, &loc, leaf, stored.to_vec())?,
+        };
         let _ = slot.data.set(part);
     }
     Ok(node)

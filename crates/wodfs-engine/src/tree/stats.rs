@@ -27,6 +27,8 @@ counters! {
     segment_reads: "Pieces of segmented buffers read alone by point queries (kept in the segment cache, not loaded into the node).",
     segment_hits: "Point queries that found their piece of a segmented buffer in the segment cache (no read).",
     node_reads: "Whole-node reads (all missing partitions in one request).",
+    shared_node_reads: "Of those, leaves read for a reader whose basements were kept as slices of the one buffer read (all stored uncompressed), not copied out of it.",
+    unshared_leaves: "Leaves read that way that the writer then took to change, giving their basements bytes of their own (a copy each).",
     flush_reads_ahead: "Of those, nodes a flush took from the flush read-ahead thread (read while the writer worked).",
     flush_read_ahead_asks: "Nodes queued for the flush read-ahead thread (those a flush did not take were read in vain, or dropped unread).",
     node_writes: "Nodes written (redirect-on-write).",
@@ -65,6 +67,12 @@ impl Stats {
     }
     pub fn add_node_read(&self) {
         self.node_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_shared_node_read(&self) {
+        self.shared_node_reads.fetch_add(1, Relaxed);
+    }
+    pub fn add_unshared_leaf(&self) {
+        self.unshared_leaves.fetch_add(1, Relaxed);
     }
     pub fn add_flush_read_ahead(&self) {
         self.flush_reads_ahead.fetch_add(1, Relaxed);
