@@ -93,14 +93,19 @@ const READ_BOUNCE_BYTES: usize = (4 << 20) + (64 << 10);
 /// 512 KiB.
 static READ_BUFS: Mutex<Vec<HugeBuf>> = Mutex::new(Vec::new());
 
-/// A pooled read buffer of at least `len` bytes.
-fn take_read_buf(len: usize) -> io::Result<HugeBuf> {
+/// A pooled read buffer of at least `len` bytes. A buffer the caller
+/// keeps (`fit`: it then holds a cached node's partitions) is at most an
+/// eighth longer than asked, else a new one of exactly `len` bytes: a
+/// half-full leaf kept in a default-sized buffer would hold twice the
+/// memory the cache counts for it.
+fn take_read_buf(len: usize, fit: bool) -> io::Result<HugeBuf> {
+    let fits = |b: &HugeBuf| b.len() >= len && (!fit || b.len() - len <= len / 8);
     let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
-    match pool.iter().position(|b| b.len() >= len) {
+    match pool.iter().position(fits) {
         Some(i) => Ok(pool.swap_remove(i)),
         None => {
             drop(pool);
-            HugeBuf::new(len.max(READ_BOUNCE_BYTES))
+            HugeBuf::new(if fit { len } else { len.max(READ_BOUNCE_BYTES) })
         }
     }
 }
@@ -130,7 +135,7 @@ pub(crate) fn read_with(
     let lo = offset / unit * unit;
     let hi = (offset + len as u64).div_ceil(unit) * unit;
     let span = (hi - lo) as usize;
-    let mut bounce = take_read_buf(span)?;
+    let mut bounce = take_read_buf(span, false)?;
     let window = &mut bounce.as_mut_slice()[..span];
     let result = file.read_exact_at(window, lo).map(|()| {
         let skip = (offset - lo) as usize;
@@ -152,7 +157,7 @@ pub(crate) fn read_owned(
     let lo = offset / unit * unit;
     let hi = (offset + len as u64).div_ceil(unit) * unit;
     let span = (hi - lo) as usize;
-    let mut buf = take_read_buf(span)?;
+    let mut buf = take_read_buf(span, true)?;
     if let Err(e) = file.read_exact_at(&mut buf.as_mut_slice()[..span], lo) {
         give_back_read_buf(buf);
         return Err(e);
