@@ -229,29 +229,52 @@ pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::R
     if is_aligned(offset, buf.len(), buf.as_ptr(), unit) {
         return file.write_all_at(buf, offset);
     }
+    if buf.len() > BOUNCE_BYTES {
+        // A whole node (a stream's): one write from a pooled buffer in
+        // huge pages, which the device takes as 1 MiB requests in
+        // parallel, instead of 1 MiB pieces one after another, each cut
+        // into 512 KiB requests (see `huge.rs`).
+        let lo = offset / unit * unit;
+        let hi = (offset + buf.len() as u64).div_ceil(unit) * unit;
+        let mut whole = take_read_buf((hi - lo) as usize, false)?;
+        let result = write_through(file, unit, offset, buf, whole.as_mut_slice());
+        give_back_read_buf(whole);
+        return result;
+    }
+    with_bounce(|bounce| write_through(file, unit, offset, buf, bounce))
+}
+
+/// [`write_at`] through `bounce` (aligned), in pieces of its size.
+fn write_through(
+    file: &File,
+    unit: u64,
+    offset: u64,
+    buf: &[u8],
+    bounce: &mut [u8],
+) -> io::Result<()> {
     let u = unit as usize;
-    with_bounce(|bounce| {
-        let mut done = 0;
-        while done < buf.len() {
-            let pos = offset + done as u64;
-            let lo = pos / unit * unit;
-            let skip = (pos - lo) as usize;
-            let n = (buf.len() - done).min(bounce.len() - skip);
-            let end = pos + n as u64;
-            let hi = end.div_ceil(unit) * unit;
-            let len = (hi - lo) as usize;
-            let window = &mut bounce[..len];
-            if skip > 0 {
-                file.read_exact_at(&mut window[..u], lo)?;
-            }
-            // The last sector, unless it is the first one and was just read.
-            if end < hi && !(skip > 0 && len == u) {
-                file.read_exact_at(&mut window[len - u..], hi - unit)?;
-            }
-            window[skip..skip + n].copy_from_slice(&buf[done..done + n]);
-            file.write_all_at(window, lo)?;
-            done += n;
+    // Whole units of it: a piece that fills it then ends on a unit.
+    let usable = bounce.len() / u * u;
+    let mut done = 0;
+    while done < buf.len() {
+        let pos = offset + done as u64;
+        let lo = pos / unit * unit;
+        let skip = (pos - lo) as usize;
+        let n = (buf.len() - done).min(usable - skip);
+        let end = pos + n as u64;
+        let hi = end.div_ceil(unit) * unit;
+        let len = (hi - lo) as usize;
+        let window = &mut bounce[..len];
+        if skip > 0 {
+            file.read_exact_at(&mut window[..u], lo)?;
         }
-        Ok(())
-    })
+        // The last sector, unless it is the first one and was just read.
+        if end < hi && !(skip > 0 && len == u) {
+            file.read_exact_at(&mut window[len - u..], hi - unit)?;
+        }
+        window[skip..skip + n].copy_from_slice(&buf[done..done + n]);
+        file.write_all_at(window, lo)?;
+        done += n;
+    }
+    Ok(())
 }
