@@ -75,45 +75,45 @@ fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
 /// and gathers into larger device writes.
 pub(crate) const DIRECT_IO_MIN: usize = 256 << 10;
 
-/// Read buffers kept for reuse: as many as whole-node reads are in
-/// flight at once (the engine's read-ahead threads and a scan), so that a
-/// read takes one that is already mapped, in huge pages, instead of
-/// faulting in and clearing new memory.
-const READ_POOL: usize = 4;
+/// Buffers of whole-node direct reads and writes kept for reuse: as many
+/// as such reads are in flight at once (the engine's read-ahead threads
+/// and a scan), so that one takes a buffer already mapped, in huge pages,
+/// instead of faulting in and clearing new memory.
+const LARGE_POOL: usize = 4;
 
-/// Size of a direct read's buffer, unless one read needs more (a node
+/// Size of a pooled buffer, unless one read or write needs more (a node
 /// larger than the default): a default 4 MiB node and the aligned units
 /// around it. Longer vectored reads go in pieces of this size.
-const READ_BOUNCE_BYTES: usize = (4 << 20) + (64 << 10);
+const LARGE_BUF_BYTES: usize = (4 << 20) + (64 << 10);
 
-/// Direct reads' buffers, reused (see [`READ_POOL`]), in memory advised to
-/// be backed by huge pages ([`HugeBuf`]): a buffer allocated afresh for
-/// every read would be memory the kernel has to find and clear each time,
-/// and a buffer of scattered pages cuts each read into requests of at most
-/// 512 KiB.
-static READ_BUFS: Mutex<Vec<HugeBuf>> = Mutex::new(Vec::new());
+/// The pooled buffers (see [`LARGE_POOL`]), in memory advised to be
+/// backed by huge pages ([`HugeBuf`]): a buffer allocated afresh for every
+/// read would be memory the kernel has to find and clear each time, and a
+/// buffer of scattered pages cuts each read or write into requests of at
+/// most 512 KiB.
+static LARGE_BUFS: Mutex<Vec<HugeBuf>> = Mutex::new(Vec::new());
 
-/// A pooled read buffer of at least `len` bytes. A buffer the caller
-/// keeps (`fit`: it then holds a cached node's partitions) is at most an
-/// eighth longer than asked, else a new one of exactly `len` bytes: a
-/// half-full leaf kept in a default-sized buffer would hold twice the
-/// memory the cache counts for it.
-fn take_read_buf(len: usize, fit: bool) -> io::Result<HugeBuf> {
-    let fits = |b: &HugeBuf| b.len() >= len && (!fit || b.len() - len <= len / 8);
-    let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
-    match pool.iter().position(fits) {
-        Some(i) => Ok(pool.swap_remove(i)),
-        None => {
-            drop(pool);
-            HugeBuf::new(if fit { len } else { len.max(READ_BOUNCE_BYTES) })
-        }
-    }
+/// A pooled buffer of at least `len` bytes; a new one, at least
+/// [`LARGE_BUF_BYTES`] long, when the pool has none. Every pooled buffer
+/// is at least that long: buffers of odd sizes in the pool made every
+/// other read map and clear a new one (session 39: tokubench's creates,
+/// whose flushes read nodes ahead, ran 1.24× longer).
+fn take_large_buf(len: usize) -> io::Result<HugeBuf> {
+    take_pooled(|b| b.len() >= len).map_or_else(|| HugeBuf::new(len.max(LARGE_BUF_BYTES)), Ok)
 }
 
-/// Returns a read buffer to the pool (or frees it if the pool is full).
-pub(crate) fn give_back_read_buf(buf: HugeBuf) {
-    let mut pool = READ_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
-    if pool.len() < READ_POOL {
+/// A buffer from the pool that `fits`, if there is one.
+fn take_pooled(fits: impl Fn(&HugeBuf) -> bool) -> Option<HugeBuf> {
+    let mut pool = LARGE_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
+    let i = pool.iter().position(fits)?;
+    Some(pool.swap_remove(i))
+}
+
+/// Returns a buffer (at least [`LARGE_BUF_BYTES`] long) to the pool, or
+/// frees it if the pool is full.
+pub(crate) fn give_back_large_buf(buf: HugeBuf) {
+    let mut pool = LARGE_BUFS.lock().unwrap_or_else(PoisonError::into_inner);
+    if pool.len() < LARGE_POOL {
         pool.push(buf);
     }
 }
@@ -135,13 +135,13 @@ pub(crate) fn read_with(
     let lo = offset / unit * unit;
     let hi = (offset + len as u64).div_ceil(unit) * unit;
     let span = (hi - lo) as usize;
-    let mut bounce = take_read_buf(span, false)?;
+    let mut bounce = take_large_buf(span)?;
     let window = &mut bounce.as_mut_slice()[..span];
     let result = file.read_exact_at(window, lo).map(|()| {
         let skip = (offset - lo) as usize;
         f(&window[skip..skip + len]);
     });
-    give_back_read_buf(bounce);
+    give_back_large_buf(bounce);
     result
 }
 
@@ -157,16 +157,33 @@ pub(crate) fn read_owned(
     let lo = offset / unit * unit;
     let hi = (offset + len as u64).div_ceil(unit) * unit;
     let span = (hi - lo) as usize;
-    let mut buf = take_read_buf(span, true)?;
+    // Kept by a cached node, a buffer may be at most an eighth longer than
+    // the read: a half-full leaf in a default-sized buffer would hold
+    // twice the memory the cache counts for it. A read much smaller than
+    // a pooled buffer (a small leaf) is copied out of one instead.
+    let fits = |b: &HugeBuf| b.len() >= span && b.len() - span <= span / 8;
+    let mut buf = match take_pooled(fits) {
+        Some(buf) => buf,
+        None if span.max(LARGE_BUF_BYTES) - span <= span / 8 => {
+            HugeBuf::new(span.max(LARGE_BUF_BYTES))?
+        }
+        None => {
+            let mut copy = Vec::with_capacity(len);
+            read_with(file, unit, offset, len, &mut |bytes| {
+                copy.extend_from_slice(bytes)
+            })?;
+            return Ok(crate::OwnedRead::from_vec(copy));
+        }
+    };
     if let Err(e) = file.read_exact_at(&mut buf.as_mut_slice()[..span], lo) {
-        give_back_read_buf(buf);
+        give_back_large_buf(buf);
         return Err(e);
     }
     Ok(crate::OwnedRead::pooled(buf, (offset - lo) as usize, len))
 }
 
 /// Reads consecutive bytes from `offset` into `bufs`, one after another,
-/// through [`read_with`] in pieces of at most [`READ_BOUNCE_BYTES`].
+/// through [`read_with`] in pieces of at most [`LARGE_BUF_BYTES`].
 pub(crate) fn read_vectored_at(
     file: &File,
     unit: u64,
@@ -174,7 +191,7 @@ pub(crate) fn read_vectored_at(
     bufs: &mut [&mut [u8]],
 ) -> io::Result<()> {
     let total: usize = bufs.iter().map(|b| b.len()).sum();
-    let step = READ_BOUNCE_BYTES - 2 * unit as usize;
+    let step = LARGE_BUF_BYTES - 2 * unit as usize;
     let (mut piece, mut piece_at, mut done) = (0, 0, 0);
     while done < total {
         let n = (total - done).min(step);
@@ -236,9 +253,9 @@ pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::R
         // into 512 KiB requests (see `huge.rs`).
         let lo = offset / unit * unit;
         let hi = (offset + buf.len() as u64).div_ceil(unit) * unit;
-        let mut whole = take_read_buf((hi - lo) as usize, false)?;
+        let mut whole = take_large_buf((hi - lo) as usize)?;
         let result = write_through(file, unit, offset, buf, whole.as_mut_slice());
-        give_back_read_buf(whole);
+        give_back_large_buf(whole);
         return result;
     }
     with_bounce(|bounce| write_through(file, unit, offset, buf, bounce))

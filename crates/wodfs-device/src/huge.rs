@@ -1,4 +1,5 @@
-//! Read buffers in memory the kernel may back with transparent huge pages.
+//! Buffers for whole-node direct reads and writes, in memory the kernel
+//! may back with transparent huge pages.
 //!
 //! A direct read's request to the device is cut wherever the buffer's
 //! memory is not physically contiguous: the loop device takes at most 128

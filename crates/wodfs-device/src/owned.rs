@@ -67,7 +67,7 @@ impl Drop for OwnedRead {
     fn drop(&mut self) {
         if let Storage::Pooled(b) = &mut self.storage {
             if let Some(b) = b.take() {
-                crate::direct::give_back_read_buf(b);
+                crate::direct::give_back_large_buf(b);
             }
         }
     }

@@ -558,13 +558,8 @@ fn decode_whole(
                 )
             })?;
         let part = match share {
-            Some(read) => decode_shared_basement(read, start, &loc).map_err(|d| {
-                Error::corrupt(
-                    "partition",
-                    x.offset + u64::from(loc.offset),
-                    format!("block {b} partition {i}: {d}"),
-                )
-            })?,
+            Some(read) => decode_shared_basement(read, start, &loc)
+                .map_err(part_damaged(b, x.offset, i, &loc))?,
             None => decode_part_of(b, x.offset, i, slot, &loc, leaf, stored.to_vec())?,
         };
         let _ = slot.data.set(part);
@@ -594,11 +589,12 @@ fn decode_part_of(
     leaf: bool,
     stored: Vec<u8>,
 ) -> Result<Part> {
-    decode_part(stored, loc, leaf, slot.summary.as_deref()).map_err(|d| {
-        Error::corrupt(
-            "partition",
-            base + u64::from(loc.offset),
-            format!("block {b} partition {i}: {d}"),
-        )
-    })
+    decode_part(stored, loc, leaf, slot.summary.as_deref()).map_err(part_damaged(b, base, i, loc))
+}
+
+/// The corruption error of partition `i` of node `b` (extent at `base`)
+/// that failed to decode with `why`.
+fn part_damaged(b: BlockNum, base: u64, i: usize, loc: &PartLoc) -> impl FnOnce(String) -> Error {
+    let at = base + u64::from(loc.offset);
+    move |why| Error::corrupt("partition", at, format!("block {b} partition {i}: {why}"))
 }
