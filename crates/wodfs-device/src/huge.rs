@@ -12,6 +12,10 @@
 //! wodfs's leaf reads went out as 630-720 KiB requests and read 0.7× as
 //! fast.
 //!
+//! A stream's node writes, through a buffer like these instead of 1 MiB
+//! pieces one after another, went out as 980 KiB requests in parallel
+//! (a 4 GiB sequential write: 414-483 → 485-503 MiB/s).
+//!
 //! The advice is only advice: where transparent huge pages are off, or
 //! none is free, the buffer is ordinary memory and reads work as before.
 
