@@ -582,7 +582,7 @@ fn read_ahead_loads_the_next_leaves_and_nothing_is_read_twice() {
 /// it read about as much again as the nodes (engine-compare's full scan:
 /// 882 MB from the device for 430 MB of leaves). A leaf the scan's
 /// read-ahead reads whole, header and partitions in one read
-/// (`Device::read_with`), reads exactly its extent as well.
+/// (`Device::read_owned`), reads exactly its extent as well.
 #[test]
 fn a_cold_scan_of_scattered_leaves_reads_them_without_read_ahead() {
     let cfg = small_nodes();
