@@ -26,46 +26,37 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::huge::HugeBuf;
 
-/// Memory alignment of bounce buffers: a page, which satisfies every
-/// direct-I/O memory alignment Linux asks for.
+/// Memory alignment a direct write's buffer is checked for: a page,
+/// which satisfies every direct-I/O memory alignment Linux asks for (the
+/// bounce buffers, [`HugeBuf`], start on a huge page).
 const MEM_ALIGN: usize = 4096;
 
 /// Largest bounce buffer a thread keeps; longer unaligned requests go
 /// through it in pieces.
 const BOUNCE_BYTES: usize = 1 << 20;
 
-/// A zeroed heap buffer with a page-aligned window: a `Vec` one page
-/// longer than asked, used from its first page-aligned byte (no unsafe
-/// allocation code for one buffer per thread).
-struct AlignedBuf {
-    bytes: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    fn new(len: usize) -> AlignedBuf {
-        let bytes = vec![0u8; len + MEM_ALIGN];
-        let start = bytes.as_ptr().align_offset(MEM_ALIGN);
-        AlignedBuf { bytes, start, len }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.start..self.start + self.len]
-    }
-}
-
 thread_local! {
-    static BOUNCE: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
+    static BOUNCE: RefCell<Option<HugeBuf>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with this thread's bounce buffer.
-fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+fn with_bounce<R>(f: impl FnOnce(&mut [u8]) -> io::Result<R>) -> io::Result<R> {
     BOUNCE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let buf = slot.get_or_insert_with(|| AlignedBuf::new(BOUNCE_BYTES));
+        let buf = match &mut *slot {
+            Some(buf) => buf,
+            empty => empty.insert(HugeBuf::new(BOUNCE_BYTES)?),
+        };
         f(buf.as_mut_slice())
     })
+}
+
+/// The aligned units around `len` bytes at `offset`: where they start,
+/// and how many bytes they span.
+fn unit_span(offset: u64, len: usize, unit: u64) -> (u64, usize) {
+    let lo = offset / unit * unit;
+    let hi = (offset + len as u64).div_ceil(unit) * unit;
+    (lo, (hi - lo) as usize)
 }
 
 /// A stream's node writes and vectored stream reads of at least this many
@@ -132,9 +123,7 @@ pub(crate) fn read_with(
     len: usize,
     f: &mut dyn FnMut(&[u8]),
 ) -> io::Result<()> {
-    let lo = offset / unit * unit;
-    let hi = (offset + len as u64).div_ceil(unit) * unit;
-    let span = (hi - lo) as usize;
+    let (lo, span) = unit_span(offset, len, unit);
     let mut bounce = take_large_buf(span)?;
     let window = &mut bounce.as_mut_slice()[..span];
     let result = file.read_exact_at(window, lo).map(|()| {
@@ -154,19 +143,15 @@ pub(crate) fn read_owned(
     offset: u64,
     len: usize,
 ) -> io::Result<crate::OwnedRead> {
-    let lo = offset / unit * unit;
-    let hi = (offset + len as u64).div_ceil(unit) * unit;
-    let span = (hi - lo) as usize;
+    let (lo, span) = unit_span(offset, len, unit);
     // Kept by a cached node, a buffer may be at most an eighth longer than
     // the read: a half-full leaf in a default-sized buffer would hold
     // twice the memory the cache counts for it. A read much smaller than
     // a pooled buffer (a small leaf) is copied out of one instead.
-    let fits = |b: &HugeBuf| b.len() >= span && b.len() - span <= span / 8;
-    let mut buf = match take_pooled(fits) {
+    let fits = |size: usize| size >= span && size - span <= span / 8;
+    let mut buf = match take_pooled(|b| fits(b.len())) {
         Some(buf) => buf,
-        None if span.max(LARGE_BUF_BYTES) - span <= span / 8 => {
-            HugeBuf::new(span.max(LARGE_BUF_BYTES))?
-        }
+        None if fits(span.max(LARGE_BUF_BYTES)) => HugeBuf::new(span.max(LARGE_BUF_BYTES))?,
         None => {
             let mut copy = Vec::with_capacity(len);
             read_with(file, unit, offset, len, &mut |bytes| {
@@ -222,7 +207,7 @@ pub(crate) fn probe_unit(file: &File, size_bytes: u64) -> Option<u64> {
     if size_bytes < MEM_ALIGN as u64 {
         return None;
     }
-    let mut buf = AlignedBuf::new(MEM_ALIGN);
+    let mut buf = HugeBuf::new(MEM_ALIGN).ok()?;
     for unit in [512usize, 4096] {
         if file
             .read_exact_at(&mut buf.as_mut_slice()[..unit], 0)
@@ -251,9 +236,7 @@ pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::R
         // huge pages, which the device takes as 1 MiB requests in
         // parallel, instead of 1 MiB pieces one after another, each cut
         // into 512 KiB requests (see `huge.rs`).
-        let lo = offset / unit * unit;
-        let hi = (offset + buf.len() as u64).div_ceil(unit) * unit;
-        let mut whole = take_large_buf((hi - lo) as usize)?;
+        let mut whole = take_large_buf(unit_span(offset, buf.len(), unit).1)?;
         let result = write_through(file, unit, offset, buf, whole.as_mut_slice());
         give_back_large_buf(whole);
         return result;

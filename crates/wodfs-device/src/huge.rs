@@ -1,5 +1,7 @@
-//! Buffers for whole-node direct reads and writes, in memory the kernel
-//! may back with transparent huge pages.
+//! Aligned buffers for direct I/O, in memory the kernel may back with
+//! transparent huge pages: the pooled buffers of whole-node reads and
+//! writes, and each writing thread's 1 MiB bounce buffer (too small for a
+//! huge page; it only needs the alignment).
 //!
 //! A direct read's request to the device is cut wherever the buffer's
 //! memory is not physically contiguous: the loop device takes at most 128
