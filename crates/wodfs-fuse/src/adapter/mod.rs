@@ -33,8 +33,10 @@ use crate::pending::{FromRun, PendingWrites};
 use crate::read_worker::ReadWorker;
 use crate::table::InodeTable;
 use crate::WODFS_IOC_SYNC;
+use dir_handle::DirHandle;
 
 mod attrs;
+mod dir_handle;
 mod dirs;
 mod entries;
 mod files;
@@ -42,6 +44,13 @@ mod files;
 const GEN: Generation = Generation(0);
 /// Entries gathered per READDIR request (the reply buffer fills first).
 const LIST_BATCH: usize = 512;
+
+/// A listing's entries (cookie, name, attributes, location), and whether
+/// they reach the end of the directory.
+struct Listing {
+    entries: Vec<(u64, Vec<u8>, Attr, Loc)>,
+    complete: bool,
+}
 
 /// Adapter options fixed at mount time.
 #[derive(Debug, Clone)]
@@ -69,30 +78,11 @@ pub struct RequestCounters {
     pub fsyncs: AtomicU64,
     /// Writes handed to the core after coalescing.
     pub engine_writes: AtomicU64,
-}
-
-#[derive(Debug, Default)]
-struct DirHandle {
-    /// Cookie `3 + i` resumes after `names[i]`.
-    names: Vec<Vec<u8>>,
-    /// The cookie each name in `names` got. A name listed again (after a
-    /// seekdir) keeps its cookie, so a handle holds each name once: a
-    /// program that seeks back and reads in a loop cannot grow it without
-    /// bound, and cookies stay in name order for a plain scan.
-    cookies: HashMap<Vec<u8>, u64>,
-}
-
-impl DirHandle {
-    /// The cookie that resumes after `name`.
-    fn cookie(&mut self, name: &[u8]) -> u64 {
-        if let Some(&c) = self.cookies.get(name) {
-            return c;
-        }
-        self.names.push(name.to_vec());
-        let c = 3 + self.names.len() as u64 - 1;
-        self.cookies.insert(name.to_vec(), c);
-        c
-    }
+    /// READDIR and READDIRPLUS requests that listed from the tree.
+    pub listings: AtomicU64,
+    /// READDIR and READDIRPLUS requests answered as the end of their
+    /// handle's listing, without the tree.
+    pub listing_ends: AtomicU64,
 }
 
 /// The wodfs FUSE file system.
@@ -161,12 +151,10 @@ impl WodFuse {
         Ok(attr)
     }
 
-    fn list(
-        &self,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-    ) -> FsResult<Vec<(u64, Vec<u8>, Attr, Loc)>> {
+    /// The listing of `ino` on handle `fh` from cookie `offset`: each
+    /// entry with the cookie that resumes after it, and whether they reach
+    /// the end of the directory.
+    fn list(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> FsResult<Listing> {
         let dir = self.path(ino)?;
         let (dattr, dloc) = self.fs.resolve(&dir)?;
         if dattr.kind != Kind::Dir {
@@ -183,20 +171,24 @@ impl WodFuse {
             };
             out.push((2, b"..".to_vec(), parent.0, parent.1));
         }
+        self.opts.counters.listings.fetch_add(1, Ordering::Relaxed);
         let mut dirs = self.dirs.lock();
         let handle = dirs.entry(fh.0).or_default();
-        let after = match offset {
-            0..=2 => None,
-            k => match handle.names.get((k - 3) as usize) {
-                Some(n) => Some(n.clone()),
-                None => return Err(FsError::Posix(libc::EINVAL)),
-            },
-        };
-        for e in self.fs.readdir(&dir, after.as_deref(), LIST_BATCH)? {
-            let cookie = handle.cookie(&e.name);
+        let after = handle
+            .resume_after(offset)
+            .map_err(|()| FsError::Posix(libc::EINVAL))?
+            .map(<[u8]>::to_vec);
+        let new = handle.continues(after.as_deref());
+        let listed = self.fs.readdir(&dir, after.as_deref(), LIST_BATCH)?;
+        let complete = listed.len() < LIST_BATCH;
+        for e in listed {
+            let cookie = handle.cookie(&e.name, new);
             out.push((cookie, e.name, e.attr, e.loc));
         }
-        Ok(out)
+        Ok(Listing {
+            entries: out,
+            complete,
+        })
     }
 
     /// Runs `modify`, a change of the file at `loc` by `kill`'s caller
