@@ -445,3 +445,40 @@ fn a_sequential_reader_reads_each_leaf_once_and_the_right_bytes() {
     let read = fs.tree().stats().node_reads - opened;
     assert!((2..=4).contains(&read), "{read} leaves read");
 }
+
+/// Nodes, partitions and buffer pieces read from the device so far.
+fn device_reads(fs: &Fs) -> u64 {
+    let s = fs.tree().stats();
+    s.header_reads + s.partition_reads + s.node_reads + s.segment_reads
+}
+
+#[test]
+fn a_cold_getxattr_of_a_file_that_never_had_one_reads_nothing_more() {
+    // Small nodes: the attribute records fill several leaves, and the
+    // xattr keys (after every attribute key) are in another leaf than an
+    // early name's record.
+    let (dev, fs) = new_fs(256 << 20);
+    for i in 0..3000 {
+        let f = file(&fs, &format!("f{i:04}"));
+        fs.write(&f, 0, b"x", KillPriv::Keep).unwrap();
+    }
+    let tagged = fs.lookup(&root(), b"f0042").unwrap().1;
+    fs.set_xattr(&tagged, b"user.a", b"1", XattrSet::Upsert)
+        .unwrap();
+    fs.checkpoint().unwrap();
+    drop(fs);
+    let fs = Fs::open(Box::new(Arc::clone(&dev)), 4 << 20, Default::default()).unwrap();
+    let plain = fs.lookup(&root(), b"f0100").unwrap().1;
+    let before = device_reads(&fs);
+    let e = fs.get_xattr(&plain, b"security.capability").unwrap_err();
+    assert_eq!(e.errno(), libc::ENODATA);
+    assert!(fs.list_xattr(&plain).unwrap().is_empty());
+    assert_eq!(device_reads(&fs), before, "answered from the cached record");
+    let tagged = fs.lookup(&root(), b"f0042").unwrap().1;
+    assert_eq!(fs.get_xattr(&tagged, b"user.a").unwrap(), b"1");
+    assert_eq!(fs.list_xattr(&tagged).unwrap(), vec![b"user.a".to_vec()]);
+    assert!(
+        device_reads(&fs) > before,
+        "a file with an xattr reads its keys"
+    );
+}
