@@ -4,7 +4,8 @@
 //!
 //! The trait impl here only delegates; the requests live by family in
 //! `entries.rs` (names), `attrs.rs` (attributes, xattrs, statfs),
-//! `files.rs` (open files) and `dirs.rs` (listings). Every handler but
+//! `files.rs` (open files) and `dirs.rs` (listings, with what a handle
+//! remembers in `dir_handle.rs`). Every handler but
 //! WRITE and FORGET first flushes the coalesced writes ([`PendingWrites`]).
 
 use std::collections::HashMap;
