@@ -27,15 +27,21 @@ pub(super) struct DirHandle {
 }
 
 impl DirHandle {
-    /// The name a listing from `offset` resumes after (`None`: from the
-    /// first name), or `Err` for a cookie this handle never gave.
-    pub fn resume_after(&self, offset: u64) -> Result<Option<&[u8]>, ()> {
+    /// Starts a listing from `offset`: the name it resumes after (`None`:
+    /// from the first name), or `Err` for a cookie this handle never
+    /// gave. A listing from the start (a `rewinddir`) forgets where the
+    /// last one ended: names created before the rewind must be listed,
+    /// and one after the old last name would be missed there.
+    pub fn begin(&mut self, offset: u64) -> Result<Option<Vec<u8>>, ()> {
         match offset {
-            0..=2 => Ok(None),
+            0..=2 => {
+                self.end = None;
+                Ok(None)
+            }
             k => self
                 .names
                 .get((k - 3) as usize)
-                .map(|n| Some(n.as_slice()))
+                .map(|n| Some(n.clone()))
                 .ok_or(()),
         }
     }
@@ -91,9 +97,9 @@ mod tests {
         assert!(h.continues(Some(b"a")));
         assert_eq!(h.cookie(b"b", true), 4);
         assert!(h.cookies.is_none());
-        assert_eq!(h.resume_after(4), Ok(Some(&b"b"[..])));
-        assert_eq!(h.resume_after(1), Ok(None));
-        assert_eq!(h.resume_after(5), Err(()));
+        assert_eq!(h.begin(4), Ok(Some(b"b".to_vec())));
+        assert_eq!(h.begin(1), Ok(None));
+        assert_eq!(h.begin(5), Err(()));
     }
 
     #[test]
@@ -121,5 +127,11 @@ mod tests {
         assert!(h.is_end(2));
         assert!(!h.is_end(0));
         assert!(!h.is_end(3));
+        h.cookie(b"a", true);
+        h.set_end(3);
+        assert_eq!(h.begin(3), Ok(Some(b"a".to_vec())));
+        assert!(h.is_end(3), "resuming elsewhere keeps it");
+        assert_eq!(h.begin(0), Ok(None));
+        assert!(!h.is_end(3), "a rewind forgets it");
     }
 }

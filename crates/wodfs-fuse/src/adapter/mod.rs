@@ -176,9 +176,8 @@ impl WodFuse {
         let mut dirs = self.dirs.lock();
         let handle = dirs.entry(fh.0).or_default();
         let after = handle
-            .resume_after(offset)
-            .map_err(|()| FsError::Posix(libc::EINVAL))?
-            .map(<[u8]>::to_vec);
+            .begin(offset)
+            .map_err(|()| FsError::Posix(libc::EINVAL))?;
         let new = handle.continues(after.as_deref());
         let listed = self.fs.readdir(&dir, after.as_deref(), LIST_BATCH)?;
         let complete = listed.len() < LIST_BATCH;
