@@ -30,25 +30,12 @@ impl WodFuse {
         mut reply: ReplyDirectory,
     ) {
         self.pending.flush_all(&self.fs);
-        if self.listing_is_over(fh, offset) {
-            reply.ok();
-            return;
-        }
         guarded("readdir", || match self.list(ino, fh, offset) {
             Ok(listing) => {
-                let mut last = offset;
-                let mut all = true;
-                for (cookie, name, attr, _) in listing.entries {
+                self.deliver(fh, offset, listing, |cookie, name, attr, _| {
                     let name = OsStr::from_bytes(&name);
-                    if reply.add(INodeNo(attr.ino), cookie, file_type(attr.kind), name) {
-                        all = false;
-                        break;
-                    }
-                    last = cookie;
-                }
-                if all && listing.complete {
-                    self.listing_ends(fh, last);
-                }
+                    reply.add(INodeNo(attr.ino), cookie, file_type(attr.kind), name)
+                });
                 reply.ok();
             }
             Err(e) => reply.error(errno(&e)),
@@ -64,29 +51,19 @@ impl WodFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         self.pending.flush_all(&self.fs);
-        if self.listing_is_over(fh, offset) {
-            reply.ok();
-            return;
-        }
         guarded("readdirplus", || match self.list(ino, fh, offset) {
             Ok(listing) => {
-                let mut last = offset;
-                let mut all = true;
-                for (cookie, name, attr, loc) in listing.entries {
+                self.deliver(fh, offset, listing, |cookie, name, attr, loc| {
                     let os = OsStr::from_bytes(&name);
                     if reply.add(INodeNo(attr.ino), cookie, os, &TTL, &file_attr(&attr), GEN) {
-                        all = false;
-                        break;
+                        return true;
                     }
-                    last = cookie;
                     // The kernel takes a reference for every entry but . and ..
                     if name != b"." && name != b".." {
                         self.entry(ino, &name, &attr, &loc);
                     }
-                }
-                if all && listing.complete {
-                    self.listing_ends(fh, last);
-                }
+                    false
+                });
                 reply.ok();
             }
             Err(e) => reply.error(errno(&e)),
@@ -117,28 +94,27 @@ impl WodFuse {
         sync_in_background(&self.fs, reply);
     }
 
-    /// True if handle `fh`'s listing is known to end at `offset`: the
-    /// request the kernel sends after the last entry of every directory
-    /// it reads is answered without a lookup or a scan.
-    fn listing_is_over(&self, fh: FileHandle, offset: u64) -> bool {
-        let over = self
-            .dirs
-            .lock()
-            .get(&fh.0)
-            .is_some_and(|h| h.is_end(offset));
-        if over {
-            self.opts
-                .counters
-                .listing_ends
-                .fetch_add(1, Ordering::Relaxed);
+    /// Hands `listing`'s entries to `add` (which answers true when the
+    /// reply is full) and, if every one went in and they reach the end of
+    /// the directory, records on the handle that its listing ends there.
+    fn deliver(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        listing: Listing,
+        mut add: impl FnMut(u64, Vec<u8>, Attr, Loc) -> bool,
+    ) {
+        let mut last = offset;
+        for (cookie, name, attr, loc) in listing.entries {
+            if add(cookie, name, attr, loc) {
+                return;
+            }
+            last = cookie;
         }
-        over
-    }
-
-    /// Records that handle `fh`'s listing ends after cookie `last`.
-    fn listing_ends(&self, fh: FileHandle, last: u64) {
-        if let Some(h) = self.dirs.lock().get_mut(&fh.0) {
-            h.set_end(last);
+        if listing.complete {
+            if let Some(h) = self.dirs.lock().get_mut(&fh.0) {
+                h.set_end(last);
+            }
         }
     }
 }

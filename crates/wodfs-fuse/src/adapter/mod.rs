@@ -154,8 +154,26 @@ impl WodFuse {
 
     /// The listing of `ino` on handle `fh` from cookie `offset`: each
     /// entry with the cookie that resumes after it, and whether they reach
-    /// the end of the directory.
+    /// the end of the directory. The request the kernel sends after the
+    /// last entry of every directory it reads finds the handle's recorded
+    /// end and is answered without resolving the directory or reading the
+    /// tree.
     fn list(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> FsResult<Listing> {
+        if self
+            .dirs
+            .lock()
+            .get(&fh.0)
+            .is_some_and(|h| h.is_end(offset))
+        {
+            self.opts
+                .counters
+                .listing_ends
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(Listing {
+                entries: Vec::new(),
+                complete: true,
+            });
+        }
         let dir = self.path(ino)?;
         let (dattr, dloc) = self.fs.resolve(&dir)?;
         if dattr.kind != Kind::Dir {
