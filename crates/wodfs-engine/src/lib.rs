@@ -44,6 +44,7 @@ mod basement;
 mod bloom;
 mod buffer;
 mod config;
+mod crc;
 mod error;
 mod format;
 mod int_hash;

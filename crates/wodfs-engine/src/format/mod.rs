@@ -18,5 +18,5 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// crc32c of `data`.
 pub(crate) fn checksum(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    crate::crc::crc32c(data)
 }

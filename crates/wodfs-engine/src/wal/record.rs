@@ -296,8 +296,8 @@ pub(crate) fn chain(prev: u32, lsn: u64, payload: &[u8]) -> u32 {
     let mut head = [0u8; 12];
     head[..8].copy_from_slice(&lsn.to_le_bytes());
     head[8..].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    let c = crc32c::crc32c_append(prev, &head);
-    crc32c::crc32c_append(c, payload)
+    let c = crate::crc::crc32c_append(prev, &head);
+    crate::crc::crc32c_append(c, payload)
 }
 
 /// Appends the frame of `payload` at `lsn` to `out` (the log buffer: one
