@@ -37,6 +37,9 @@ pub(crate) struct CacheEntry {
     /// checks this instead of scanning every partition of every node on
     /// every pass.
     strippable: AtomicBool,
+    /// Loaded whole by a read-ahead, and no reader has arrived in it
+    /// since ([`CacheEntry::take_read_ahead`]).
+    read_ahead: AtomicBool,
 }
 
 impl CacheEntry {
@@ -52,6 +55,19 @@ impl CacheEntry {
     /// ([`Cache::used_up`])?
     fn is_used_up(&self) -> bool {
         self.left_behind_since(self.last_used.load(Ordering::Relaxed))
+    }
+
+    /// Marks the node as loaded by a read-ahead, for the reader that
+    /// arrives in it first ([`super::sweep::Sweep`]).
+    pub fn mark_read_ahead(&self) {
+        self.read_ahead.store(true, Ordering::Relaxed);
+    }
+
+    /// Is this the first reader to arrive in a node a read-ahead loaded?
+    /// A plain load first: readers of a leaf loaded long ago do not all
+    /// write the flag.
+    pub fn take_read_ahead(&self) -> bool {
+        self.read_ahead.load(Ordering::Relaxed) && self.read_ahead.swap(false, Ordering::Relaxed)
     }
 
     /// The bytes this entry counts for in the cache's budget.
@@ -82,6 +98,7 @@ impl Clone for CacheEntry {
             accounted: AtomicUsize::new(self.accounted.load(Ordering::Relaxed)),
             tally: self.tally,
             strippable: AtomicBool::new(self.strippable.load(Ordering::Relaxed)),
+            read_ahead: AtomicBool::new(self.read_ahead.load(Ordering::Relaxed)),
         }
     }
 }
@@ -265,6 +282,7 @@ impl Cache {
             accounted: AtomicUsize::new(size),
             tally,
             strippable: AtomicBool::new(strippable),
+            read_ahead: AtomicBool::new(false),
         });
         self.bytes.fetch_add(size, Ordering::Relaxed);
         if dirty {
@@ -330,6 +348,8 @@ impl Cache {
             accounted: AtomicUsize::new(size),
             tally,
             strippable: AtomicBool::new(false),
+            // Stripped: no longer whole, a reader arriving loads again.
+            read_ahead: AtomicBool::new(false),
         });
         let old = map.insert(b, entry).expect("looked up above");
         drop(map);

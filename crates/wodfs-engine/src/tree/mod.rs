@@ -28,6 +28,7 @@ mod segment_cache;
 pub(crate) use segment_cache::SegmentCache;
 mod state;
 mod stats;
+mod sweep;
 mod verify;
 mod write;
 mod writeback;
@@ -1165,6 +1166,7 @@ impl Tree {
         let st = self.shared.state.read();
         self.check_complete()?;
         let v = st.get(env, key);
+        self.continue_sweep(&st);
         st.evict_clean(env);
         v
     }
@@ -1214,6 +1216,7 @@ impl Tree {
             let visited = st.visit_leaf(env, &from, hi, &mut f, &mut |next| {
                 ahead = read_ahead::next_leaf(self, &st, next, hi);
             });
+            self.continue_sweep(&st);
             st.evict_clean(env);
             drop(st);
             match visited {

@@ -85,6 +85,9 @@ impl State {
             let rel = &key[entry.node.prefix.len()..];
             let i = entry.node.part_index(rel);
             if entry.node.is_leaf() {
+                if entry.node.parts[i].data.get().is_none() || entry.take_read_ahead() {
+                    self.arrived_in_leaf(env, key);
+                }
                 let Part::Basement(bm) = self.part(env, b, &entry, i)? else {
                     return Err(Error::corrupt(
                         "node",
@@ -166,6 +169,16 @@ impl State {
         }
     }
 
+    /// Tells the sweep watcher ([`super::sweep::Sweep`]) that a point
+    /// query for `key` arrived in a leaf it must load, or that a
+    /// read-ahead loaded. The leaf's bounds take one more descent through
+    /// cached internal nodes, paid only here, once per such leaf.
+    fn arrived_in_leaf(&self, env: Env<'_>, key: &[u8]) {
+        if let Ok((leaf, bounds)) = self.leaf_for(env, key) {
+            env.loading.sweep.arrived(leaf, &bounds);
+        }
+    }
+
     /// The path to the leaf holding `from`, that leaf fully loaded, and the
     /// window `[from, end)` it can answer (`end`: the smaller of `hi` and
     /// the leaf's upper bound).
@@ -199,6 +212,9 @@ impl State {
             });
             b = next;
         };
+        if !leaf.node.is_fully_loaded() || leaf.take_read_ahead() {
+            env.loading.sweep.arrived(b, &bounds);
+        }
         // A scan wants most of the leaf: read it whole, in one request,
         // instead of one request per basement; or, if a read-ahead thread
         // is reading it, take what that read brings.

@@ -74,6 +74,9 @@ pub(crate) struct Loading {
     done: Condvar,
     /// Detached read-ahead threads running.
     detached: AtomicUsize,
+    /// Readers going through the leaves in key order, a small read at a
+    /// time.
+    pub sweep: super::sweep::Sweep,
 }
 
 impl Loading {
@@ -210,7 +213,7 @@ impl State {
                     Some(entry) if !entry.node.is_fully_loaded() => {
                         loaded = true;
                         if let Ok(node) = self.load_all(env, b, entry.node.clone()) {
-                            self.cache.put(b, node, entry.dirty);
+                            self.cache.put(b, node, entry.dirty).mark_read_ahead();
                         }
                     }
                     Some(_) => {}
@@ -218,7 +221,7 @@ impl State {
                     None => {
                         loaded = true;
                         if let Ok(node) = self.read_whole(env, b) {
-                            self.cache.put(b, node, false);
+                            self.cache.put(b, node, false).mark_read_ahead();
                         }
                     }
                 }
@@ -303,6 +306,32 @@ pub(crate) fn next_leaf(
 }
 
 impl Tree {
+    /// Starts reading the next leaf for readers sweeping through the
+    /// leaves in key order ([`super::sweep::Sweep`]), if one just arrived
+    /// in a leaf that continues its walk; `st` is the state the reader
+    /// read under. Loads one leaf: the first after the reader's that is
+    /// neither cached whole nor being loaded.
+    pub(super) fn continue_sweep(&self, st: &State) {
+        let shared = &self.shared;
+        let Some(from) = shared.loading.sweep.take_start() else {
+            return;
+        };
+        if shared.cfg.node_bytes < READ_AHEAD_MIN_NODE_BYTES
+            || shared.loading.detached.load(Ordering::Acquire) >= DETACHED_MAX
+        {
+            return;
+        }
+        if let Some(start) = st.first_unloaded_leaf(self.env(), &from, None, READ_AHEAD_LOOK_LEAVES)
+        {
+            let want = Want {
+                leaves: 1,
+                past_loaded: false,
+                asked_at: st.cache.now(),
+            };
+            self.spawn_detached(st, start, None, want);
+        }
+    }
+
     /// Starts loading into the cache, on a thread of its own, the first
     /// leaf holding keys of `[lo, hi)` that is neither cached whole nor
     /// being loaded, and returns at once.
