@@ -30,6 +30,7 @@ use crate::attr::{Attr, Kind, Timespec};
 use crate::attr_cache::{AttrCache, Lookup, Plan};
 use crate::back_pressure::BackPressure;
 use crate::error::{err, FsError, FsResult};
+use crate::lazy_atime::PendingAtimes;
 use crate::loc::Loc;
 
 /// Inode number of the root directory (also FUSE's root).
@@ -101,6 +102,8 @@ pub struct Fs {
     pub(crate) opts: FsOptions,
     /// Sequential readers, for read-ahead (see `read_streams`).
     pub(crate) read_streams: crate::read_streams::ReadStreams,
+    /// Access times not yet written (see `lazy_atime`).
+    pub(crate) atimes: PendingAtimes,
 }
 
 /// A namespace-lock guard; operations pass it to helpers that must run
@@ -115,18 +118,34 @@ pub(crate) struct Guard<'a> {
     tree: &'a Tree,
     attrs: &'a AttrCache,
     back_pressure: &'a BackPressure,
+    atimes: &'a PendingAtimes,
     owed: Cell<Option<CatchUp>>,
 }
 
 impl Guard<'_> {
-    /// Writes `ops` as one batch (see [`Tree::write`]).
+    /// Writes `ops` as one batch (see [`Tree::write`]), after the access
+    /// times not yet written.
     pub(crate) fn write(&self, ops: &[Op]) -> FsResult<()> {
+        self.write_atimes()?;
         let plan = AttrCache::plan(ops);
         self.settle(plan, self.tree.write_deferred(ops))
     }
 
-    /// Writes `ops`, whose values move into the tree.
+    /// Writes `ops`, whose values move into the tree, after the access
+    /// times not yet written.
     pub(crate) fn write_owned(&self, ops: Vec<Op>) -> FsResult<()> {
+        self.write_atimes()?;
+        let plan = AttrCache::plan(&ops);
+        self.settle(plan, self.tree.write_owned_deferred(ops))
+    }
+
+    /// Writes the access times reads noted (`lazy_atime`) as one batch,
+    /// if there are any.
+    pub(crate) fn write_atimes(&self) -> FsResult<()> {
+        let ops = self.atimes.take_ops();
+        if ops.is_empty() {
+            return Ok(());
+        }
         let plan = AttrCache::plan(&ops);
         self.settle(plan, self.tree.write_owned_deferred(ops))
     }
@@ -208,6 +227,7 @@ impl Fs {
             }),
             opts,
             read_streams: Default::default(),
+            atimes: PendingAtimes::default(),
         };
         if opts.remove_orphans {
             fs.remove_orphans()?;
@@ -223,6 +243,7 @@ impl Fs {
     /// Makes everything done so far durable by flushing the engine's log
     /// (fsync, fsyncdir; cheap, group-committed).
     pub fn fsync(&self) -> FsResult<()> {
+        self.lock().write_atimes()?;
         Ok(self.tree.sync()?)
     }
 
@@ -232,6 +253,7 @@ impl Fs {
     /// durable by syncing the log (replayed at the next mount), and that
     /// counts as success: the checkpoint is retried later.
     pub fn checkpoint(&self) -> FsResult<()> {
+        self.lock().write_atimes()?;
         match self.tree.checkpoint() {
             Err(wodfs_engine::Error::NoSpace {
                 needed_bytes,
@@ -277,6 +299,7 @@ impl Fs {
             tree: &self.tree,
             attrs: &self.attrs,
             back_pressure: &self.back_pressure,
+            atimes: &self.atimes,
             owed: Cell::new(None),
         }
     }
@@ -353,12 +376,17 @@ impl Fs {
 
     /// The attributes stored under `key`, if any.
     pub(crate) fn get_attr(&self, key: &[u8]) -> FsResult<Option<Attr>> {
-        let generation = match self.attrs.get(key) {
-            Lookup::Hit(attr) => return Ok(attr),
-            Lookup::Miss { generation } => generation,
+        let mut attr = match self.attrs.get(key) {
+            Lookup::Hit(attr) => attr,
+            Lookup::Miss { generation } => {
+                let attr = self.stored_attr(key)?;
+                self.attrs.fill(generation, [(key.to_vec(), attr.clone())]);
+                attr
+            }
         };
-        let attr = self.stored_attr(key)?;
-        self.attrs.fill(generation, [(key.to_vec(), attr.clone())]);
+        if let Some(a) = attr.as_mut() {
+            self.atimes.overlay(key, a);
+        }
         Ok(attr)
     }
 

@@ -36,6 +36,7 @@ mod back_pressure;
 mod error;
 mod fs;
 mod fsck;
+mod lazy_atime;
 mod loc;
 mod ops;
 mod privs;

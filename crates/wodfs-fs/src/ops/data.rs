@@ -272,17 +272,17 @@ impl Fs {
         Ok(())
     }
 
+    /// Notes the new atime (`lazy_atime`); the notes are written together
+    /// when due.
     fn touch_atime(&self, loc: &Loc) -> FsResult<()> {
         let g = self.lock();
+        // With a note held, `old` shows its atime, and the note keeps the
+        // stored record it was taken against.
         let old = self.getattr(loc)?;
-        if self.opts.strictatime || needs_atime(&old) {
-            let mut attr = old.clone();
-            attr.atime = Timespec::now();
-            let mut ops = Vec::new();
-            update_attr(loc, &old, &attr, &mut ops);
-            if !ops.is_empty() {
-                g.write(&ops)?;
-            }
+        if (self.opts.strictatime || needs_atime(&old))
+            && self.atimes.note(loc, &old, Timespec::now())
+        {
+            g.write_atimes()?;
         }
         Ok(())
     }

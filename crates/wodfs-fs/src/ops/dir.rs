@@ -57,7 +57,8 @@ impl Fs {
             let name = child_name(&range.start, &key).map_err(|_| bad())?;
             let path = dir.join(&name).map_err(|_| bad())?;
             let mut attr = Attr::decode(&value)?;
-            records.push((key, Some(attr.clone())));
+            records.push((key.clone(), Some(attr.clone())));
+            self.atimes.overlay(&key, &mut attr);
             let mut loc = Loc::Path(path);
             if attr.is_linked() {
                 loc = Loc::Inode(attr.ino);
