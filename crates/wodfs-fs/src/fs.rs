@@ -243,8 +243,17 @@ impl Fs {
     /// Makes everything done so far durable by flushing the engine's log
     /// (fsync, fsyncdir; cheap, group-committed).
     pub fn fsync(&self) -> FsResult<()> {
-        self.lock().write_atimes()?;
+        self.write_atimes()?;
         Ok(self.tree.sync()?)
+    }
+
+    /// Writes the access times reads noted (`lazy_atime`), if any: under
+    /// the namespace lock, which an fsync without them does not take.
+    fn write_atimes(&self) -> FsResult<()> {
+        if self.atimes.any() {
+            self.lock().write_atimes()?;
+        }
+        Ok(())
     }
 
     /// Writes a checkpoint of the whole tree (unmount, `wodfs sync`); also
@@ -253,7 +262,7 @@ impl Fs {
     /// durable by syncing the log (replayed at the next mount), and that
     /// counts as success: the checkpoint is retried later.
     pub fn checkpoint(&self) -> FsResult<()> {
-        self.lock().write_atimes()?;
+        self.write_atimes()?;
         match self.tree.checkpoint() {
             Err(wodfs_engine::Error::NoSpace {
                 needed_bytes,

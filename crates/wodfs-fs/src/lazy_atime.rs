@@ -16,9 +16,11 @@
 //! listings). They are written before any other batch of the file system
 //! (so every change is ordered after the atimes read before it, and a
 //! rename or unlink finds them stored), before fsync, sync and the
-//! checkpoint of an unmount, and when [`MAX_PENDING`] are held or the
-//! oldest is [`MAX_AGE`] old. A crash loses the notes not yet written, as
-//! Linux's `lazytime` may lose atimes kept in memory: atimes are not data.
+//! checkpoint of an unmount, and by the read that finds [`MAX_PENDING`]
+//! held or the oldest [`MAX_AGE`] old. A crash loses the notes not yet
+//! written, as Linux's `lazytime` may lose atimes kept in memory: atimes
+//! are not data. (Reads that stop leave their notes for the next change,
+//! fsync, sync or unmount.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -80,10 +82,15 @@ impl PendingAtimes {
         s.notes.len() >= MAX_PENDING || now.duration_since(since) >= MAX_AGE
     }
 
+    /// Are notes held? Read without the lock.
+    pub fn any(&self) -> bool {
+        self.held.load(Ordering::Acquire) > 0
+    }
+
     /// `attr`, read from the tree or the attribute cache under `key`, with
     /// the atime a held note gives it.
     pub fn overlay(&self, key: &[u8], attr: &mut Attr) {
-        if self.held.load(Ordering::Acquire) == 0 {
+        if !self.any() {
             return;
         }
         if let Some(n) = self.inner.lock().notes.get(key) {
@@ -93,7 +100,7 @@ impl PendingAtimes {
 
     /// Takes every note, as the operations that store them.
     pub fn take_ops(&self) -> Vec<Op> {
-        if self.held.load(Ordering::Acquire) == 0 {
+        if !self.any() {
             return Vec::new();
         }
         let notes = {

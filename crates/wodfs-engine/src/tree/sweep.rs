@@ -19,6 +19,8 @@
 //! leaf right after one it read last, and three times in a row almost
 //! never, so it starts no read-ahead.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use parking_lot::Mutex;
 
 use super::frame::Bounds;
@@ -39,6 +41,9 @@ const STEPS_BEFORE_READ_AHEAD: u32 = 3;
 #[derive(Debug, Default)]
 pub(crate) struct Sweep {
     inner: Mutex<Inner>,
+    /// A start is waiting ([`Inner::start`]): every point query and scan
+    /// asks, and most find none without taking the lock.
+    started: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +100,7 @@ impl Sweep {
         if steps >= STEPS_BEFORE_READ_AHEAD {
             if let Some(hi) = &bounds.hi {
                 s.start = Some(hi.clone());
+                self.started.store(true, Ordering::Release);
             }
         }
     }
@@ -102,6 +108,9 @@ impl Sweep {
     /// Where a read-ahead for a sweeping reader should start, if one
     /// should.
     pub fn take_start(&self) -> Option<Vec<u8>> {
+        if !self.started.swap(false, Ordering::AcqRel) {
+            return None;
+        }
         self.inner.lock().start.take()
     }
 }
