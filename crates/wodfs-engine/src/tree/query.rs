@@ -86,7 +86,7 @@ impl State {
             let i = entry.node.part_index(rel);
             if entry.node.is_leaf() {
                 if entry.node.parts[i].data.get().is_none() || entry.take_read_ahead() {
-                    self.arrived_in_leaf(env, key);
+                    self.arrived_in_leaf(env, b, key);
                 }
                 let Part::Basement(bm) = self.part(env, b, &entry, i)? else {
                     return Err(Error::corrupt(
@@ -170,10 +170,15 @@ impl State {
     }
 
     /// Tells the sweep watcher ([`super::sweep::Sweep`]) that a point
-    /// query for `key` arrived in a leaf it must load, or that a
-    /// read-ahead loaded. The leaf's bounds take one more descent through
-    /// cached internal nodes, paid only here, once per such leaf.
-    fn arrived_in_leaf(&self, env: Env<'_>, key: &[u8]) {
+    /// query for `key` arrived in leaf `b`, which it must load a partition
+    /// of, or which a read-ahead loaded. The leaf's bounds take one more
+    /// descent through cached internal nodes, paid once per leaf: a
+    /// sweep's later point queries in the same leaf (one cold basement
+    /// after another) find it known and stop there.
+    fn arrived_in_leaf(&self, env: Env<'_>, b: BlockNum, key: &[u8]) {
+        if env.loading.sweep.knows(b) {
+            return;
+        }
         if let Ok((leaf, bounds)) = self.leaf_for(env, key) {
             env.loading.sweep.arrived(leaf, &bounds);
         }
@@ -212,13 +217,16 @@ impl State {
             });
             b = next;
         };
-        if !leaf.node.is_fully_loaded() || leaf.take_read_ahead() {
+        // Every partition looked at once per scan, not once more for the
+        // sweep watcher.
+        let mut whole = leaf.node.is_fully_loaded();
+        if !whole || leaf.take_read_ahead() {
             env.loading.sweep.arrived(b, &bounds);
         }
         // A scan wants most of the leaf: read it whole, in one request,
         // instead of one request per basement; or, if a read-ahead thread
         // is reading it, take what that read brings.
-        while !leaf.node.is_fully_loaded() {
+        while !whole {
             if let Some(_loading) = env.loading.claim(b) {
                 // Looked up again under the claim: another thread may have
                 // loaded it between the first look and the claim.
@@ -231,6 +239,7 @@ impl State {
                 env.loading.wait_for(b);
                 leaf = self.node_for_read(env, b)?;
             }
+            whole = leaf.node.is_fully_loaded();
         }
         let end: Option<Vec<u8>> = match (&bounds.hi, hi) {
             (Some(a), Some(h)) => Some(a.as_slice().min(h).to_vec()),

@@ -76,7 +76,7 @@ impl Sweep {
     /// ([`Sweep::take_start`]).
     pub fn arrived(&self, leaf: BlockNum, bounds: &Bounds) {
         let mut s = self.inner.lock();
-        if s.walks.iter().any(|w| w.leaf == Some(leaf)) {
+        if s.knows(leaf) {
             // The same leaf again (one partition after another).
             return;
         }
@@ -105,13 +105,26 @@ impl Sweep {
         }
     }
 
+    /// Is `leaf` the last leaf of a walk? Then arriving in it again
+    /// changes nothing, and its bounds need not be found.
+    pub fn knows(&self, leaf: BlockNum) -> bool {
+        self.inner.lock().knows(leaf)
+    }
+
     /// Where a read-ahead for a sweeping reader should start, if one
-    /// should.
+    /// should. A plain load first: most callers find none and do not
+    /// write the flag every thread reads.
     pub fn take_start(&self) -> Option<Vec<u8>> {
-        if !self.started.swap(false, Ordering::AcqRel) {
+        if !(self.started.load(Ordering::Acquire) && self.started.swap(false, Ordering::AcqRel)) {
             return None;
         }
         self.inner.lock().start.take()
+    }
+}
+
+impl Inner {
+    fn knows(&self, leaf: BlockNum) -> bool {
+        self.walks.iter().any(|w| w.leaf == Some(leaf))
     }
 }
 
@@ -130,6 +143,7 @@ mod tests {
     fn three_leaves_in_a_row_start_a_read_ahead_at_the_next() {
         let s = Sweep::default();
         s.arrived(10, &leaf(b"a", Some(b"c")));
+        assert!(s.knows(10) && !s.knows(11));
         // The same leaf again: nothing new.
         s.arrived(10, &leaf(b"a", Some(b"c")));
         s.arrived(11, &leaf(b"c", Some(b"e")));

@@ -56,9 +56,12 @@ impl Fs {
             let bad = || FsError::Corrupt(format!("bad key in {dir}"));
             let name = child_name(&range.start, &key).map_err(|_| bad())?;
             let path = dir.join(&name).map_err(|_| bad())?;
-            let mut attr = Attr::decode(&value)?;
-            records.push((key.clone(), Some(attr.clone())));
+            // The cache takes the stored record; the entry shows a noted
+            // atime (`lazy_atime`).
+            let stored = Attr::decode(&value)?;
+            let mut attr = stored.clone();
             self.atimes.overlay(&key, &mut attr);
+            records.push((key, Some(stored)));
             let mut loc = Loc::Path(path);
             if attr.is_linked() {
                 loc = Loc::Inode(attr.ino);
