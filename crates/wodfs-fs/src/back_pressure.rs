@@ -10,9 +10,9 @@
 //! handed to the worker instead, and requests go on while it pays. A
 //! writer is still held to the device's pace, in small steps: once
 //! [`PACE_FROM`] catch-ups are handed over while the worker is busy, each
-//! data write waits up to [`PACE`] for it; only past
-//! [`BATCHES_WHILE_BUSY`] does every operation wait for the worker in
-//! full.
+//! data write waits up to [`pace_for`] for it (growing with the count, at
+//! most [`PACE_MAX`]); only past [`BATCHES_WHILE_BUSY`] does every
+//! operation wait for the worker in full.
 //!
 //! Measured with `bench/workloads/stall.py` (4 GiB streamed, a probe every
 //! 2 ms): the writer paying inline gave a longest probe of 146-258 ms and
@@ -27,6 +27,19 @@
 //! inserts). Pacing every data write while the worker is busy at all (not
 //! only past [`PACE_FROM`]) slowed the stream and raised p99 to 45 ms.
 //!
+//! The paces grow with the count (session 42): on the benchmark's loop
+//! device since session 40, the log sync's device flush takes 0.3-0.7 s
+//! and no write completes meanwhile, so a catch-up waits that long. With
+//! a flat 5 ms pace and the full wait at 64, the stream reached 64 within
+//! the flush and then the writer, and every request queued behind it,
+//! waited out the rest at once: longest probe 506 / 561 ms, 6 / 7 over
+//! 100 ms, p99 34 / 32 ms. Growing paces (5 ms more every 16, at most 25)
+//! and the full wait at 96: 114 / 95 ms, 4 / 0 over 100 ms, p99 49 / 52
+//! ms (a probe behind a paced write waits up to 25 ms), the writer at
+//! 257 / 254 against 241 / 247 MiB/s, resident peak 342 / 306 against
+//! 326 / 307 MiB (`run.py --fs wodfs --workload stall,seqio`, two runs
+//! of each build, alternating).
+//!
 //! Without a worker (tests, `fsck`, the library used alone) the writer
 //! pays inline once it has released the namespace lock.
 
@@ -38,18 +51,32 @@ use parking_lot::{Condvar, Mutex};
 use wodfs_engine::{CatchUp, Tree};
 
 /// Catch-ups handed over while the worker is busy, past which each data
-/// write waits up to [`PACE`] for the worker to make progress: a stream
+/// write waits for the worker to make progress ([`pace_for`]): a stream
 /// that outruns binding is slowed a few milliseconds per batch, instead of
 /// running on until every request must wait for the worker at once.
 pub const PACE_FROM: u32 = 16;
 
-/// The longest a data write waits to be paced.
+/// The first pace: how long a data write waits at [`PACE_FROM`]; every
+/// [`PACE_FROM`] catch-ups more add as much again, up to [`PACE_MAX`].
 pub const PACE: Duration = Duration::from_millis(5);
+
+/// The longest a data write waits to be paced: what a request queued
+/// behind it waits at most, short of [`BATCHES_WHILE_BUSY`].
+pub const PACE_MAX: Duration = Duration::from_millis(25);
 
 /// Catch-ups handed over while the worker is busy, past which every
 /// operation waits for it in full (bounds what writers add while one is
-/// paid: each is at most one engine batch, 1 MiB for a stream).
-pub const BATCHES_WHILE_BUSY: u32 = 64;
+/// paid: each is at most one engine batch, 1 MiB for a stream). The paces
+/// on the way here add up to 1.2 s: a catch-up that waits for a device
+/// flush as long as that is absorbed by pacing alone.
+pub const BATCHES_WHILE_BUSY: u32 = 96;
+
+/// How long a data write waits for the worker when `handed` catch-ups were
+/// handed over while it was busy: nothing below [`PACE_FROM`], then
+/// [`PACE`] more for every [`PACE_FROM`], at most [`PACE_MAX`].
+pub fn pace_for(handed: u32) -> Duration {
+    (PACE * (handed / PACE_FROM)).min(PACE_MAX)
+}
 
 #[derive(Debug, Default)]
 struct Slot {
@@ -99,13 +126,13 @@ impl BackPressure {
     }
 
     /// A data write's pace: once the worker is [`PACE_FROM`] catch-ups
-    /// behind, wait up to [`PACE`] for it to take them (or finish).
+    /// behind, wait up to [`pace_for`] for it to take them (or finish).
     pub(crate) fn pace_writer(&self) {
         let mut s = self.slot.lock();
         if !s.running || s.idle() || s.handed_while_busy < PACE_FROM {
             return;
         }
-        let deadline = Instant::now() + PACE;
+        let deadline = Instant::now() + pace_for(s.handed_while_busy);
         while s.running && !s.idle() && s.handed_while_busy >= PACE_FROM {
             if self.cv.wait_until(&mut s, deadline).timed_out() {
                 return;
@@ -221,5 +248,37 @@ impl BackPressureWorker {
 impl Drop for BackPressureWorker {
     fn drop(&mut self) {
         self.stop_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pace_grows_in_steps_up_to_its_cap() {
+        assert_eq!(pace_for(0), Duration::ZERO);
+        assert_eq!(pace_for(PACE_FROM - 1), Duration::ZERO);
+        assert_eq!(pace_for(PACE_FROM), PACE);
+        assert_eq!(pace_for(2 * PACE_FROM - 1), PACE);
+        assert_eq!(pace_for(2 * PACE_FROM), 2 * PACE);
+        assert_eq!(pace_for(BATCHES_WHILE_BUSY - 1), PACE_MAX);
+        assert_eq!(pace_for(u32::MAX), PACE_MAX);
+        let mut last = Duration::ZERO;
+        for handed in 0..2 * BATCHES_WHILE_BUSY {
+            assert!(pace_for(handed) >= last, "the pace shrank at {handed}");
+            last = pace_for(handed);
+        }
+    }
+
+    /// The device flush behind a streaming write's log sync took up to 0.74
+    /// s on the benchmark's loop device (`bench/RESULTS.md`, session 42):
+    /// the paces before the full wait must outlast it, or the writer (and
+    /// every request queued behind it) waits the rest of the flush at once.
+    #[test]
+    fn pacing_alone_outlasts_a_second_long_flush() {
+        let paced: Duration = (PACE_FROM..BATCHES_WHILE_BUSY).map(pace_for).sum();
+        assert!(paced >= Duration::from_secs(1), "{paced:?}");
+        assert!(PACE_MAX <= Duration::from_millis(25));
     }
 }
