@@ -4,15 +4,20 @@
 //! these are not, and costs most of each lookup: building the map of a
 //! sequential stream's binding answers (one entry per insert) took 10 %
 //! of engine-compare's sequential-insert profile, half of it hashing.
+//!
+//! Keys that come from users (the file system's path keys) hash through
+//! [`SeededState`]: the same words, started from a seed drawn once per
+//! process, so that nobody can pick names that all share a bucket.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 /// FxHash's multiplier (from Firefox, used by rustc).
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct IntHasher(u64);
+pub struct IntHasher(u64);
 
 impl IntHasher {
     #[inline]
@@ -52,10 +57,38 @@ impl Hasher for IntHasher {
 }
 
 /// A `HashMap` hashed with [`IntHasher`].
-pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// A `HashSet` hashed with [`IntHasher`].
-pub(crate) type IntSet<K> = HashSet<K, BuildHasherDefault<IntHasher>>;
+pub type IntSet<K> = HashSet<K, BuildHasherDefault<IntHasher>>;
+
+/// Builds [`IntHasher`]s that start from this process's random seed: for
+/// maps whose keys users choose (`HashMap::with_hasher(SeededState::new())`).
+#[derive(Clone, Copy, Debug)]
+pub struct SeededState(u64);
+
+impl SeededState {
+    /// The process's seed (drawn by std's `RandomState` on first use).
+    pub fn new() -> Self {
+        static SEED: OnceLock<u64> = OnceLock::new();
+        SeededState(
+            *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u64)),
+        )
+    }
+}
+
+impl Default for SeededState {
+    fn default() -> Self {
+        SeededState::new()
+    }
+}
+
+impl BuildHasher for SeededState {
+    type Hasher = IntHasher;
+    fn build_hasher(&self) -> IntHasher {
+        IntHasher(self.0)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -73,6 +106,21 @@ mod tests {
                 std::hash::Hash::hash(&(lsn * 4096, op), &mut h);
                 used[(h.finish() as usize) & (buckets - 1)] += 1;
             }
+        }
+        let max = *used.iter().max().unwrap();
+        assert!(max < 64, "a bucket got {max} of an average 16");
+    }
+
+    /// Path-like keys that differ only in their last bytes (a directory's
+    /// numbered files, the TableFS benchmark's names) spread as well.
+    #[test]
+    fn keys_differing_in_their_last_bytes_spread_over_buckets() {
+        let buckets = 1 << 12;
+        let mut used = vec![0u32; buckets];
+        let state = SeededState::new();
+        for i in 0..(16 * buckets) {
+            let key = format!("\x10/table/dir/f{i:09}").into_bytes();
+            used[(state.hash_one(&key) as usize) & (buckets - 1)] += 1;
         }
         let max = *used.iter().max().unwrap();
         assert!(max < 64, "a bucket got {max} of an average 16");

@@ -59,6 +59,7 @@ mod wal;
 pub use config::{Compression, Config, BLOCK_BYTES};
 pub use error::{Error, Result};
 pub use format::FORMAT_VERSION;
+pub use int_hash::{IntHasher, IntMap, IntSet, SeededState};
 pub use msg::Msn;
 pub use table::BlockNum;
 pub use tree::{

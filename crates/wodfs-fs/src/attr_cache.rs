@@ -21,11 +21,10 @@
 //! the tree may be older than one the batch just cached. A failed batch
 //! clears the cache, since the tree may or may not hold it.
 
-use std::collections::BTreeMap;
-use std::ops::Bound::{Included, Unbounded};
+use std::collections::HashMap;
 
 use parking_lot::Mutex;
-use wodfs_engine::Op;
+use wodfs_engine::{Op, SeededState};
 use wodfs_schema::key_codec::Space;
 
 use crate::attr::Attr;
@@ -33,6 +32,11 @@ use crate::attr::Attr;
 /// Records kept before the cache starts over. About 200 bytes each (key,
 /// record and map slot): a bounded 3 MiB beside the node cache.
 const CAPACITY: usize = 16_384;
+
+/// Records above which a range delete or move that reaches attribute keys
+/// (a directory renamed or removed with its subtree: rare) empties the
+/// cache instead of visiting every record for the few it reaches.
+const FORGET_BY_VISIT_MAX: usize = 1_024;
 
 /// Tag bytes of the key spaces that hold attribute records.
 const ATTR_TAGS: [u8; 2] = [Space::Meta.tag(), Space::InodeMeta.tag()];
@@ -56,11 +60,16 @@ fn prefix_may_hold_attr_keys(prefix: &[u8]) -> bool {
     prefix.first().is_none_or(|t| ATTR_TAGS.contains(t))
 }
 
+/// Hashed, not ordered: a lookup of a random file among many (TableFS's
+/// cold queries over a million names) missed the cache and then spent
+/// as long in a `BTreeMap`'s search and insert, comparing long path keys
+/// in nodes out of the CPU's cache, as in the tree's own descent. Only
+/// range forgets want order, and they are rare.
 #[derive(Debug, Default)]
 struct Inner {
     /// Bumped by every applied batch.
     generation: u64,
-    map: BTreeMap<Vec<u8>, Option<Attr>>,
+    map: HashMap<Vec<u8>, Option<Attr>, SeededState>,
 }
 
 impl Inner {
@@ -97,17 +106,13 @@ impl Inner {
         }
     }
 
-    /// Forgets the keys from `start` on while `reached` holds for them.
+    /// Forgets the keys from `start` on for which `reached` holds (all of
+    /// them, past [`FORGET_BY_VISIT_MAX`] records).
     fn forget_from(&mut self, start: &[u8], reached: impl Fn(&[u8]) -> bool) {
-        let dead: Vec<Vec<u8>> = self
-            .map
-            .range::<[u8], _>((Included(start), Unbounded))
-            .map(|(k, _)| k)
-            .take_while(|k| reached(k))
-            .cloned()
-            .collect();
-        for k in dead {
-            self.map.remove(&k);
+        if self.map.len() > FORGET_BY_VISIT_MAX {
+            self.map.clear();
+        } else {
+            self.map.retain(|k, _| k.as_slice() < start || !reached(k));
         }
     }
 }
@@ -425,5 +430,34 @@ mod tests {
         }
         assert!(c.inner.lock().map.len() <= CAPACITY);
         assert!(hit(&c, &inode_meta_key(CAPACITY as u64)).is_some());
+    }
+
+    /// Past `FORGET_BY_VISIT_MAX` records a range forget empties the
+    /// cache; below it, it forgets just what the range reaches.
+    #[test]
+    fn a_range_forget_in_a_large_cache_starts_over() {
+        // `records` and "/e/x".
+        for records in [FORGET_BY_VISIT_MAX - 1, FORGET_BY_VISIT_MAX] {
+            let c = AttrCache::default();
+            for i in 0..records {
+                c.fill(
+                    generation(&c),
+                    [(key(&format!("/d{i}")), Some(attr(i as u64)))],
+                );
+            }
+            c.fill(generation(&c), [(key("/e/x"), Some(attr(0)))]);
+            let children = wodfs_schema::key_codec::children_range(
+                wodfs_schema::key_codec::PathSpace::Meta,
+                &FsPath::parse(b"/e").unwrap(),
+            );
+            let op = Op::DeleteRange {
+                lo: children.start,
+                hi: children.end,
+            };
+            c.apply(AttrCache::plan(&[op]), true);
+            assert_eq!(hit(&c, &key("/e/x")), None);
+            let kept = hit(&c, &key("/d0")).is_some();
+            assert_eq!(kept, records < FORGET_BY_VISIT_MAX, "{records} records");
+        }
     }
 }

@@ -14,12 +14,11 @@
 //!   file never needs to clear anything.
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use wodfs_device::Device;
-use wodfs_engine::{CatchUp, Config, Op, Tree};
+use wodfs_engine::{CatchUp, Config, IntMap, IntSet, Op, Tree};
 use wodfs_schema::key_codec::{
     children_range, inode_blocks_range, inode_meta_key, inode_xattrs_range, meta_key, sys_key,
     PathSpace,
@@ -86,8 +85,8 @@ impl Default for FsOptions {
 #[derive(Debug, Default)]
 struct Inner {
     next_ino: u64,
-    open: HashMap<u64, u32>,
-    orphans: HashSet<u64>,
+    open: IntMap<u64, u32>,
+    orphans: IntSet<u64>,
 }
 
 /// A mounted (opened) wodfs file system. `Send + Sync`.

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wodfs_engine::Op;
+use wodfs_engine::{Op, SeededState};
 
 use crate::attr::{Attr, Timespec};
 use crate::loc::Loc;
@@ -49,7 +49,7 @@ pub(crate) struct PendingAtimes {
 #[derive(Debug, Default)]
 struct Inner {
     /// By attribute key.
-    notes: HashMap<Vec<u8>, Note>,
+    notes: HashMap<Vec<u8>, Note, SeededState>,
     /// When the oldest note was taken.
     since: Option<Instant>,
 }

@@ -27,8 +27,7 @@
 //!   this daemon changes the file system, so the mark stays true; it is
 //!   never set on an inode found by lookup, whose history is unknown.
 
-use std::collections::HashMap;
-
+use wodfs_engine::IntMap;
 use wodfs_fs::{Attr, FsPath, Loc, Removed, ROOT_INO};
 
 /// One inode the kernel holds. Kept small, since there is one per inode
@@ -74,7 +73,9 @@ fn slot_of(ino: u64) -> usize {
 /// Inode number → (parent, name, lookup count).
 #[derive(Debug)]
 pub struct InodeTable {
-    nodes: HashMap<u64, Node>,
+    /// Hashed as the engine hashes its own integers: inode numbers are
+    /// ours, and std's SipHash was most of each lookup here.
+    nodes: IntMap<u64, Node>,
     /// Paths built lately (see the module invariants for when one goes).
     recent: [Option<Recent>; RECENT_SLOTS],
 }
@@ -97,7 +98,7 @@ impl InodeTable {
             xattr_free: false,
         };
         InodeTable {
-            nodes: HashMap::from([(ROOT_INO, root)]),
+            nodes: IntMap::from_iter([(ROOT_INO, root)]),
             recent: Default::default(),
         }
     }
