@@ -39,11 +39,11 @@
 //!   errno for the inode; the next fsync, flush or release of that inode
 //!   reports it, as the kernel reports a failed page writeback.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use wodfs_engine::IntMap;
 use wodfs_fs::{
     Attr, Carried, Fs, FsError, FsPath, FsResult, HeldBytes, KillPriv, Kind, Loc, NewNode,
     RenameMode, Renamed, SetAttr, Timespec,
@@ -117,8 +117,8 @@ pub enum FromRun {
 /// Pending runs by inode, and errors of failed flushes.
 #[derive(Debug, Default)]
 pub struct PendingWrites {
-    runs: Mutex<HashMap<u64, Run>>,
-    errors: Mutex<HashMap<u64, i32>>,
+    runs: Mutex<IntMap<u64, Run>>,
+    errors: Mutex<IntMap<u64, i32>>,
     counters: Arc<RequestCounters>,
 }
 
@@ -408,7 +408,7 @@ impl PendingWrites {
 
     /// Writes every run but that of `ino` (kept for its fsync or release
     /// if that fails).
-    fn write_other_runs(&self, fs: &Fs, runs: &mut HashMap<u64, Run>, ino: u64) {
+    fn write_other_runs(&self, fs: &Fs, runs: &mut IntMap<u64, Run>, ino: u64) {
         let others: Vec<u64> = runs.keys().copied().filter(|&i| i != ino).collect();
         for other in others {
             let run = runs.remove(&other).expect("listed");

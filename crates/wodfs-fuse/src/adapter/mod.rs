@@ -8,13 +8,13 @@
 //! remembers in `dir_handle.rs`). Every handler but
 //! WRITE and FORGET first flushes the coalesced writes ([`PendingWrites`]).
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
+use wodfs_engine::IntMap;
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
@@ -91,7 +91,7 @@ pub struct RequestCounters {
 pub struct WodFuse {
     fs: Arc<Fs>,
     table: Mutex<InodeTable>,
-    dirs: Mutex<HashMap<u64, DirHandle>>,
+    dirs: Mutex<IntMap<u64, DirHandle>>,
     next_fh: AtomicU64,
     opts: AdapterOptions,
     pending: Arc<PendingWrites>,
@@ -111,7 +111,7 @@ impl WodFuse {
             pending,
             fs,
             table: Mutex::new(InodeTable::new()),
-            dirs: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(IntMap::default()),
             next_fh: AtomicU64::new(1),
             opts,
             reads: ReadWorker::start()
