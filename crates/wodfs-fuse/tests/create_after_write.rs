@@ -1,8 +1,9 @@
 //! A file written and then the next one created, as tar and git's
-//! checkout do for every file: the first file's bytes, still held by the
-//! daemon, go into the creation's batch, ahead of the new name. What a
-//! remount shows is what was written, whether the creation succeeded or
-//! failed.
+//! checkout do for every file. A CREATE is answered first and the first
+//! file's bytes, still held by the daemon, are written right after it,
+//! before the next request; a MKDIR, MKNOD or SYMLINK carries them into
+//! its batch, ahead of the new name. What a remount shows is what was
+//! written, whether the creation succeeded or failed.
 
 mod common;
 
@@ -33,13 +34,14 @@ fn the_next_creation_carries_the_written_file() {
     let answered = std::fs::metadata(m.mnt.join("d/first")).unwrap();
     let before = tree.stats().batches;
     let mut g = File::create(m.mnt.join("d/second")).unwrap();
+    m.settled();
     assert_eq!(
         tree.stats().batches,
-        before + 1,
-        "the first file's bytes and the second's creation in one batch"
+        before + 2,
+        "the second's creation, then the first file's bytes"
     );
 
-    // The same for a directory, a symlink and a device node.
+    // A directory, a symlink and a device node carry them in their batch.
     g.write_all(&body(5_000, 11)).unwrap();
     drop(g);
     let before = tree.stats().batches;
@@ -61,7 +63,7 @@ fn the_next_creation_carries_the_written_file() {
     let e = std::fs::create_dir(m.mnt.join("d/sub")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
 
-    // Two files written at once: both runs are written, then the creation.
+    // Two files written at once: the creation, then both runs.
     let mut a = File::create(m.mnt.join("d/a")).unwrap();
     let mut b = File::create(m.mnt.join("d/b")).unwrap();
     a.write_all(&body(4_000, 19)).unwrap();

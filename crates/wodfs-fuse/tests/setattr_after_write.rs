@@ -237,6 +237,8 @@ fn a_setattr_before_any_write_waits_for_the_writes() {
     let first = m.mnt.join("first");
     let data = body(20_000, 19);
     let mut f = File::create(&first).unwrap();
+    // The CREATE wrote "alone"'s held mode after answering.
+    m.settled();
     let before = tree.stats().batches;
     f.set_permissions(Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::fchown(&f, Some(0), Some(0)).unwrap();

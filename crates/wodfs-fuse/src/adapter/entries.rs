@@ -224,13 +224,17 @@ impl WodFuse {
     ) {
         guarded("create", || {
             let node = NewNode::new(Kind::File, (mode & !umask & 0o7777) as u16);
-            match self.make(req, parent, name, node) {
-                Ok(a) => {
-                    self.fs.open_file(a.ino);
-                    reply.created(&TTL, &file_attr(&a), GEN, FileHandle(0), self.open_flags());
-                }
-                Err(e) => reply.error(errno(&e)),
-            }
+            self.pending.make_answering_first(
+                &self.fs,
+                || self.make_with(req, parent, name, node, Runs::CallerWrites),
+                |made| match made {
+                    Ok(a) => {
+                        self.fs.open_file(a.ino);
+                        reply.created(&TTL, &file_attr(&a), GEN, FileHandle(0), self.open_flags());
+                    }
+                    Err(e) => reply.error(errno(&e)),
+                },
+            );
         });
     }
 }
