@@ -308,7 +308,7 @@ impl PendingWrites {
     /// before the answer, the previous file's bytes (carried into the
     /// creation's batch until session 43) kept the program waiting; now
     /// the program's work and the write overlap on the two CPUs: a git
-    /// clone of the benchmark's repository 1.10-1.14 → 1.02-1.04 s, the
+    /// clone of the benchmark's repository 1.10-1.27 → 1.02-1.14 s, the
     /// CREATE's latency 63 → 25 µs. The price is a batch per file more
     /// and the order in the log: the new name's record comes before the
     /// previous file's last bytes, so a log sync that falls between the
