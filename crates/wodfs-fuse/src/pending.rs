@@ -13,7 +13,7 @@
 //! * No request observes a state without the runs (sizes, times,
 //!   contents, renames that change a location):
 //!   - requests that change names, or read contents or many inodes'
-//!     attributes (CREATE, READDIR, READ, RENAME, UNLINK, STATFS, ...)
+//!     attributes (MKDIR, READDIR, READ, RENAME, UNLINK, STATFS, ...)
 //!     write every run first; a RENAME writes the renamed file's own run
 //!     in its batch, at the new name ([`PendingWrites::rename`]), and a
 //!     MKDIR, MKNOD or SYMLINK a lone run in its batch, ahead of the new

@@ -5,8 +5,10 @@
 //! The trait impl here only delegates; the requests live by family in
 //! `entries.rs` (names), `attrs.rs` (attributes, xattrs, statfs),
 //! `files.rs` (open files) and `dirs.rs` (listings, with what a handle
-//! remembers in `dir_handle.rs`). Every handler but
-//! WRITE and FORGET first flushes the coalesced writes ([`PendingWrites`]).
+//! remembers in `dir_handle.rs`). The coalesced writes ([`PendingWrites`])
+//! are flushed, answered from or joined by every request before it is
+//! answered (the rules are in `pending.rs`), but for CREATE, which flushes
+//! them right after its answer.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -14,7 +16,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
-use wodfs_engine::IntMap;
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
@@ -23,6 +24,7 @@ use fuser::{
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
+use wodfs_engine::IntMap;
 use wodfs_fs::{
     Attr, Fs, FsError, FsPath, FsResult, KillPriv, Kind, Loc, NewNode, RenameMode, Seek, SetAttr,
     XattrSet,
