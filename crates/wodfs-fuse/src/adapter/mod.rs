@@ -5,10 +5,10 @@
 //! The trait impl here only delegates; the requests live by family in
 //! `entries.rs` (names), `attrs.rs` (attributes, xattrs, statfs),
 //! `files.rs` (open files) and `dirs.rs` (listings, with what a handle
-//! remembers in `dir_handle.rs`). The coalesced writes ([`PendingWrites`])
-//! are flushed, answered from or joined by every request before it is
-//! answered (the rules are in `pending.rs`), but for CREATE, which flushes
-//! them right after its answer.
+//! remembers in `dir_handle.rs`). Each request flushes the coalesced
+//! writes ([`PendingWrites`]), is answered from them, joins them or leaves
+//! them pending before it is answered, as `pending.rs` sets out; a CREATE
+//! flushes them right after its answer.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
