@@ -303,13 +303,13 @@ impl PendingWrites {
     /// that no other request thread sees the file system without them.
     ///
     /// For CREATE: tar and git's checkout write a file, then create the
-    /// next, and between the CREATE's answer and the first WRITE they
-    /// produce the new file's bytes (git inflates its blob there). Written
-    /// before the answer, the previous file's bytes (carried into the
-    /// creation's batch until session 43) kept the program waiting; now
-    /// the program's work and the write overlap on the two CPUs: a git
-    /// clone of the benchmark's repository 1.10-1.27 → 1.02-1.14 s, the
-    /// CREATE's latency 63 → 25 µs. The price is a batch per file more
+    /// next, and between the CREATE's answer and the first WRITE git
+    /// inflates the new file's blob. Written before the answer, the
+    /// previous file's bytes (carried into the creation's batch until
+    /// session 43) kept git waiting; now its work and the write overlap
+    /// on the two CPUs: a git clone of the benchmark's repository
+    /// 1.10-1.27 → 1.02-1.14 s, the CREATE's latency 63 → 25 µs (an
+    /// untar: no change measurable). The price is a batch per file more
     /// and the order in the log: the new name's record comes before the
     /// previous file's last bytes, so a log sync that falls between the
     /// two appends, and a crash before the next, keep the name and lose
