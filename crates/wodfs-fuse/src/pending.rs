@@ -230,10 +230,11 @@ impl PendingWrites {
 
     /// Writes every pending run (errors are kept per inode).
     pub fn flush_all(&self, fs: &Fs) {
-        let mut runs = self.runs.lock();
-        if runs.is_empty() {
-            return;
-        }
+        self.write_drained(fs, &mut self.runs.lock());
+    }
+
+    /// Writes and removes every run of `runs` (the locked map).
+    fn write_drained(&self, fs: &Fs, runs: &mut IntMap<u64, Run>) {
         for (ino, run) in runs.drain() {
             self.write_deferred(fs, ino, &run);
         }
@@ -322,11 +323,8 @@ impl PendingWrites {
         answer: impl FnOnce(T),
     ) {
         let mut runs = self.runs.lock();
-        let made = make();
-        answer(made);
-        for (ino, run) in runs.drain() {
-            self.write_deferred(fs, ino, &run);
-        }
+        answer(make());
+        self.write_drained(fs, &mut runs);
     }
 
     /// Hands `run` of `ino` to `change`, a call that writes it along with

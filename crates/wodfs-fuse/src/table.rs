@@ -74,7 +74,7 @@ fn slot_of(ino: u64) -> usize {
 #[derive(Debug)]
 pub struct InodeTable {
     /// Hashed as the engine hashes its own integers: inode numbers are
-    /// ours, and std's SipHash was most of each lookup here.
+    /// ours, so SipHash's defence against chosen keys buys nothing.
     nodes: IntMap<u64, Node>,
     /// Paths built lately (see the module invariants for when one goes).
     recent: [Option<Recent>; RECENT_SLOTS],

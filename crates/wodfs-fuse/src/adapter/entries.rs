@@ -226,7 +226,12 @@ impl WodFuse {
             let node = NewNode::new(Kind::File, (mode & !umask & 0o7777) as u16);
             self.pending.make_answering_first(
                 &self.fs,
-                || self.make_with(req, parent, name, node, Runs::CallerWrites),
+                // The runs are held back: written after the answer.
+                || {
+                    self.make_with(req, parent, name, node, |dir, name, node| {
+                        self.fs.make(dir, name, node)
+                    })
+                },
                 |made| match made {
                     Ok(a) => {
                         self.fs.open_file(a.ino);

@@ -140,28 +140,30 @@ impl WodFuse {
         self.table.lock().remember(attr.ino, parent.0, name, loc);
     }
 
+    /// Makes `name` in `parent` with the pending runs written as
+    /// [`PendingWrites::make`] writes them.
     fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, node: NewNode) -> FsResult<Attr> {
-        self.make_with(req, parent, name, node, Runs::WriteHere)
+        self.make_with(req, parent, name, node, |dir, name, node| {
+            self.pending.make(&self.fs, dir, name, node)
+        })
     }
 
-    /// [`WodFuse::make`], the pending runs written as `runs` says.
+    /// Makes `name` in `parent` through `create` (which writes the pending
+    /// runs or leaves them to its caller) and remembers the new inode.
     fn make_with(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         node: NewNode,
-        runs: Runs,
+        create: impl FnOnce(&FsPath, &[u8], NewNode) -> FsResult<Attr>,
     ) -> FsResult<Attr> {
         let dir = self.path(parent)?;
         let mut node = node;
         node.uid = req.uid();
         node.gid = req.gid();
         let name = name_bytes(name);
-        let attr = match runs {
-            Runs::WriteHere => self.pending.make(&self.fs, &dir, name, node)?,
-            Runs::CallerWrites => self.fs.make(&dir, name, node)?,
-        };
+        let attr = create(&dir, name, node)?;
         let loc = Loc::Path(dir.join(name)?);
         let mut table = self.table.lock();
         table.remember(attr.ino, parent.0, name, &loc);
@@ -694,14 +696,4 @@ fn sync_in_background(fs: &Arc<Fs>, reply: ReplyEmpty) {
     if let Err(e) = spawned {
         log::error!("cannot start an fsync thread: {e}");
     }
-}
-
-/// Who writes the pending runs when a name is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Runs {
-    /// The creation itself ([`crate::pending::PendingWrites::make`]).
-    WriteHere,
-    /// Its caller, which holds them back
-    /// ([`crate::pending::PendingWrites::make_answering_first`]).
-    CallerWrites,
 }

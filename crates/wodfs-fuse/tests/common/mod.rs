@@ -185,16 +185,8 @@ impl Mounted {
     /// Returns once the daemon has read a request sent now: what it does
     /// after answering the previous one (a CREATE writes the pending runs
     /// after its answer) is done by then. A STATFS always reaches it.
-    #[allow(unsafe_code)]
     pub fn settled(&self) {
-        let path = std::ffi::CString::new(self.mnt.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: `path` is a NUL-terminated string and `out` a statvfs
-        // the call fills; both live across the call.
-        let rc = unsafe {
-            let mut out: libc::statvfs = std::mem::zeroed();
-            libc::statvfs(path.as_ptr(), &mut out)
-        };
-        assert_eq!(rc, 0, "statvfs: {}", std::io::Error::last_os_error());
+        rustix::fs::statvfs(&self.mnt).expect("statvfs of the mount");
     }
 
     /// Runs a shell command inside the mount; panics with its output if it
