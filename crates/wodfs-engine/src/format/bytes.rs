@@ -86,6 +86,10 @@ impl<'a> Dec<'a> {
         self.pos += n;
         Ok(s)
     }
+    /// The next `n` bytes as they are.
+    pub fn raw(&mut self, n: usize, what: &str) -> DecResult<&'a [u8]> {
+        self.take(n, what)
+    }
     #[inline]
     pub fn u8(&mut self, what: &str) -> DecResult<u8> {
         match self.buf.get(self.pos) {

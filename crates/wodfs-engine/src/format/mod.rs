@@ -14,7 +14,7 @@ pub(crate) mod table;
 
 /// The format version this build writes and reads. Bump on any layout
 /// change and log it in `docs/format.md`.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// crc32c of `data`.
 pub(crate) fn checksum(data: &[u8]) -> u32 {

@@ -269,11 +269,12 @@ type Bindings = std::collections::HashMap<(u64, u32), crate::wal::record::Target
 fn collect_bindings(
     state: &mut State,
     bindings: &mut Bindings,
+    unpacker: &mut crate::wal::packing::Unpacker,
     lsn: u64,
     payload: &[u8],
 ) -> Result<()> {
     use crate::wal::record::{Payload, Target};
-    if let Payload::Bindings(bs) = decode_record(&state.layout, lsn, payload)? {
+    if let Payload::Bindings(bs) = decode_record(&state.layout, unpacker, lsn, payload)? {
         for b in bs {
             if let Target::Node { offset, len, .. } = b.target {
                 state.table.reserve_bound(offset, len, lsn);
@@ -284,15 +285,20 @@ fn collect_bindings(
     Ok(())
 }
 
-/// The log record at `lsn`, decoded; one that does not decode is a
-/// corruption error naming its device address.
+/// The log record at `lsn`, unpacked (`unpacker` has seen every record
+/// before it since the scan's start) and decoded; one that does not
+/// decode is a corruption error naming its device address.
 fn decode_record(
     layout: &state::Layout,
+    unpacker: &mut crate::wal::packing::Unpacker,
     lsn: u64,
     payload: &[u8],
 ) -> Result<crate::wal::record::Payload> {
     let at = layout.log_offset + lsn % layout.log_bytes;
-    crate::wal::record::decode_payload(payload).map_err(|d| Error::corrupt("log record", at, d))
+    unpacker
+        .unpack(payload)
+        .and_then(|plain| crate::wal::record::decode_payload(&plain))
+        .map_err(|d| Error::corrupt("log record", at, d))
 }
 
 /// A Bε-tree on a device. Cheap to clone; `Send + Sync`.
@@ -371,9 +377,10 @@ impl Tree {
             let (lo, lb) = (state.layout.log_offset, state.layout.log_bytes);
             let start = (state.log_checkpoint_lsn, state.log_chain);
             let mut bindings = Bindings::new();
+            let mut unpacker = crate::wal::packing::Unpacker::default();
             let mut scan =
                 crate::wal::replay::scan(env, lo, lb, start, None, &mut |lsn, payload| {
-                    collect_bindings(&mut state, &mut bindings, lsn, &payload)?;
+                    collect_bindings(&mut state, &mut bindings, &mut unpacker, lsn, &payload)?;
                     Ok(crate::wal::replay::Next::Continue)
                 })?;
             let log = crate::wal::Log::new(
@@ -415,9 +422,12 @@ impl Tree {
         let start = (st.log_checkpoint_lsn, st.log_chain);
         let mut replayed = false;
         let mut stopped = false;
+        let mut unpacker = crate::wal::packing::Unpacker::default();
         let second =
             crate::wal::replay::scan(env, lo, lb, start, Some(first.tail), &mut |lsn, payload| {
-                let Payload::Batch(logged) = decode_record(&st.layout, lsn, &payload)? else {
+                let Payload::Batch(logged) =
+                    decode_record(&st.layout, &mut unpacker, lsn, &payload)?
+                else {
                     return Ok(Next::Continue);
                 };
                 let mut ops = Vec::with_capacity(logged.len());
@@ -763,8 +773,10 @@ impl Tree {
         // be located for binding, and replay would move nothing.
         let late_binding = self.continues_stream(ops, size.inserted) && moved.is_empty();
         let payload = crate::wal::record::encode_batch(ops, late_binding);
+        // Room is kept for the batch at its largest packed form.
+        let logged_bound = crate::wal::packing::packed_bound(payload.len()) as u64;
         let log = &self.shared.log;
-        if payload.len() as u64 > log.max_payload_bytes() {
+        if logged_bound > log.max_payload_bytes() {
             return Err(Error::InvalidArgument(format!(
                 "batch of {} bytes exceeds the log's limit of {} (a quarter of the log region)",
                 payload.len(),
@@ -785,12 +797,13 @@ impl Tree {
             }
         }
         loop {
-            // Keep room in the log: a checkpoint reclaims it.
-            if log.used_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
+            // Keep room in the log: a checkpoint reclaims it. Counted as
+            // if nothing were packed (see `Log::unpacked_bytes`).
+            if log.unpacked_bytes() + payload.len() as u64 > log.region_bytes() * 3 / 4 {
                 self.checkpoint()?;
             }
             let mut st = self.shared.state.write();
-            if log.used_bytes() + payload.len() as u64 + crate::wal::record::FRAME_HEADER_BYTES
+            if log.used_bytes() + logged_bound + crate::wal::record::FRAME_HEADER_BYTES
                 > log.region_bytes()
             {
                 drop(st);
@@ -815,7 +828,7 @@ impl Tree {
                 }
                 batch.apply(&mut st, env)?;
                 let (lsn, _) = log.position();
-                if !log.append(&payload)? {
+                if !log.append_batch(&payload)? {
                     return Err(Error::Poisoned(
                         "log region full after the room check".into(),
                     ));
@@ -1269,6 +1282,8 @@ impl Tree {
         let (plan, lsn) = {
             let mut st = self.shared.state.write();
             let (lsn, chain) = self.shared.log.position();
+            // Recovery from this checkpoint reads the log from `lsn` on.
+            self.shared.log.restart_packing();
             match st.plan_checkpoint(env, lsn, chain) {
                 // Not enough room to place the dirty nodes: nothing was
                 // changed (see `plan_checkpoint`), so the store stays
@@ -1289,7 +1304,7 @@ impl Tree {
     /// then, before writers have to.)
     fn log_half_full(&self) -> bool {
         let log = &self.shared.log;
-        log.used_bytes() > log.region_bytes() / 2
+        log.unpacked_bytes() > log.region_bytes() / 2
     }
 
     /// Checkpoints and closes the tree.
@@ -1352,9 +1367,14 @@ impl Tree {
         self.shared.log.bytes_written()
     }
 
-    /// Bytes of the log region in use (replay would read them) and its size.
+    /// Bytes of the log region in use, counted as the checkpoint triggers
+    /// count them (what replay would apply: records logged since the last
+    /// checkpoint at their unpacked size), and its size.
     pub fn log_usage(&self) -> (u64, u64) {
-        (self.shared.log.used_bytes(), self.shared.log.region_bytes())
+        (
+            self.shared.log.unpacked_bytes(),
+            self.shared.log.region_bytes(),
+        )
     }
 
     /// Tree height (0: the root is a leaf).

@@ -9,7 +9,8 @@
 //! computed from a different predecessor.
 //!
 //! Payload: `1u8` (batch), varint op count, then per op a kind byte (never
-//! renumbered) and its fields.
+//! renumbered) and its fields; `2u8` (bindings); or `3u8`, a batch packed
+//! into the log's LZ4 stream (`packing`), which unpacks to a `1u8` payload.
 
 use crate::format::bytes::{Dec, DecResult, Enc};
 use crate::tree::Op;
@@ -17,7 +18,7 @@ use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 pub(crate) const FRAME_HEADER_BYTES: u64 = 16;
 
-const PAYLOAD_BATCH: u8 = 1;
+pub(crate) const PAYLOAD_BATCH: u8 = 1;
 const PAYLOAD_BINDINGS: u8 = 2;
 
 mod op_kind {
