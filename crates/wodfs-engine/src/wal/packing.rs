@@ -8,14 +8,17 @@
 //! 64 KiB blocks, 26 MiB linked; RocksDB compresses its WAL as a stream
 //! for the same reason).
 //!
-//! The stream runs through every batch appended since it started; binding
-//! records are not in it. A packed record says whether it starts a stream.
+//! The stream runs through every packed batch since it started; binding
+//! records and plain batches are not in it. A batch whose sample looks
+//! incompressible (the partitions' test: bytes near uniform, few repeats;
+//! zlib-compressed git objects, media) is logged plain without going
+//! through LZ4 at all; every other batch is packed, even where that saves
+//! nothing (LZ4 then stores its blocks as they are: 4 bytes a block more
+//! than plain). A packed record says whether it starts a stream.
 //! The log starts one at its first batch after open and after every
 //! checkpoint's position (a checkpoint restarts it under the tree's lock,
 //! where its LSN is taken), so recovery, which reads from a checkpoint's
-//! position, always finds the start of the stream it needs. A batch whose
-//! packed form is not smaller is logged plain, but it still went through
-//! the stream: recovery adds a plain batch to its history too.
+//! position, always finds the start of the stream it needs.
 //!
 //! Packed payload: `3u8`, flags (bit 0: this record starts a stream),
 //! varint length of the plain payload, then LZ4 frame blocks (a `u32` size
@@ -28,6 +31,7 @@ use std::io::Write;
 use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
 
 use crate::format::bytes::{varint_len, Dec, DecResult, Enc};
+use crate::format::partition::looks_incompressible;
 
 /// Payload kind of a packed batch (beside `record`'s plain batch and
 /// bindings; never renumbered).
@@ -47,6 +51,10 @@ const STORED_BIT: u32 = 1 << 31;
 /// The LZ4 frame header the encoder writes before a stream's first block:
 /// magic, flags, block descriptor and header checksum. Not logged.
 const FRAME_HEADER_BYTES: usize = 7;
+
+/// Batches above this size are judged by a sample before packing; smaller
+/// ones are packed.
+const SAMPLED_FROM_BYTES: usize = 4096;
 
 /// The most a packed record can exceed its plain payload by: kind, flags,
 /// the length varint, and a size word per block.
@@ -78,9 +86,12 @@ impl Packer {
         self.encoder = None;
     }
 
-    /// The payload to log for the plain batch payload `plain`: packed if
-    /// that is smaller or the batch starts a stream, else `plain` itself.
+    /// The payload to log for the plain batch payload `plain`: `plain`
+    /// itself if a sample says it will not compress, else packed.
     pub fn pack<'a>(&mut self, plain: &'a [u8]) -> Cow<'a, [u8]> {
+        if plain.len() > SAMPLED_FROM_BYTES && looks_incompressible(plain) {
+            return Cow::Borrowed(plain);
+        }
         let starts = self.encoder.is_none();
         let encoder = self.encoder.get_or_insert_with(|| {
             let info = FrameInfo::new()
@@ -88,27 +99,25 @@ impl Packer {
                 .block_size(BlockSize::Max64KB);
             FrameEncoder::with_frame_info(info, Vec::new())
         });
+        // The record's head first, then the blocks the encoder appends:
+        // the payload is built in one buffer of its largest size.
+        let mut head = Enc::with_capacity(packed_bound(plain.len()) + FRAME_HEADER_BYTES);
+        head.u8(PAYLOAD_PACKED);
+        head.u8(if starts { STARTS_STREAM } else { 0 });
+        head.varint(plain.len() as u64);
+        let head_len = head.len();
+        *encoder.get_mut() = head.buf;
         // Writing into a `Vec` cannot fail, nor can the compression.
         encoder.write_all(plain).expect("packing into memory");
         encoder.flush().expect("packing into memory");
-        let out = std::mem::take(encoder.get_mut());
-        let blocks = if starts {
-            debug_assert_eq!(out[..4], 0x184D_2204u32.to_le_bytes());
-            &out[FRAME_HEADER_BYTES..]
-        } else {
-            &out[..]
-        };
-        let packed_len = 2 + varint_len(plain.len() as u64) + blocks.len();
-        if !starts && packed_len >= plain.len() {
-            return Cow::Borrowed(plain);
+        let mut out = std::mem::take(encoder.get_mut());
+        if starts {
+            // The frame header the encoder wrote before its first block.
+            debug_assert_eq!(out[head_len..head_len + 4], 0x184D_2204u32.to_le_bytes());
+            out.drain(head_len..head_len + FRAME_HEADER_BYTES);
         }
-        let mut e = Enc::with_capacity(packed_len);
-        e.u8(PAYLOAD_PACKED);
-        e.u8(if starts { STARTS_STREAM } else { 0 });
-        e.varint(plain.len() as u64);
-        e.raw(blocks);
-        debug_assert!(e.buf.len() <= packed_bound(plain.len()));
-        Cow::Owned(e.buf)
+        debug_assert!(out.len() <= packed_bound(plain.len()));
+        Cow::Owned(out)
     }
 }
 
@@ -123,16 +132,12 @@ pub(crate) struct Unpacker {
 }
 
 impl Unpacker {
-    /// The plain payload of a logged batch payload: a packed one decoded,
-    /// anything else as it is (a plain batch also joins the stream's
-    /// history; a binding record is no part of the stream).
+    /// The plain payload of a logged payload: a packed batch decoded,
+    /// anything else (a plain batch, bindings: no part of the stream) as
+    /// it is.
     pub fn unpack<'a>(&mut self, payload: &'a [u8]) -> DecResult<Cow<'a, [u8]>> {
         match payload.first() {
             Some(&PAYLOAD_PACKED) => self.unpack_packed(payload).map(Cow::Owned),
-            Some(&super::record::PAYLOAD_BATCH) => {
-                self.remember(payload);
-                Ok(Cow::Borrowed(payload))
-            }
             _ => Ok(Cow::Borrowed(payload)),
         }
     }
@@ -240,22 +245,37 @@ mod tests {
         assert!(logged < 4096 + 100 * 64, "{logged}");
     }
 
+    fn random_bytes(n: usize, mut seed: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 33) as u8
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_batch_that_does_not_shrink_is_logged_plain_but_stays_in_the_stream() {
+    fn incompressible_batches_are_logged_plain_and_stay_out_of_the_stream() {
         let mut packer = Packer::new();
         let mut unpacker = Unpacker::default();
         let first = batch(&printable(3000, 2));
-        let fresh = batch(&printable(3000, 3));
+        let random = batch(&random_bytes(20_000, 3));
+        let fresh = batch(&printable(3000, 4));
         let again = batch(&[&fresh[1..], &first[1..]].concat());
-        let payloads: Vec<Vec<u8>> = [&first, &fresh, &again]
+        let payloads: Vec<Vec<u8>> = [&first, &random, &fresh, &again]
             .iter()
             .map(|p| packer.pack(p).into_owned())
             .collect();
         assert_eq!(payloads[0][0], PAYLOAD_PACKED);
-        assert_eq!(payloads[1], fresh, "random characters do not shrink");
+        assert_eq!(payloads[1], random, "random bytes are not even tried");
+        // Packed although it saves nothing: its blocks are stored.
         assert_eq!(payloads[2][0], PAYLOAD_PACKED);
-        assert!(payloads[2].len() < 200, "{}", payloads[2].len());
-        for (p, plain) in payloads.iter().zip([&first, &fresh, &again]) {
+        assert!(payloads[2].len() <= packed_bound(fresh.len()));
+        assert_eq!(payloads[3][0], PAYLOAD_PACKED);
+        assert!(payloads[3].len() < 200, "{}", payloads[3].len());
+        for (p, plain) in payloads.iter().zip([&first, &random, &fresh, &again]) {
             assert_eq!(unpacker.unpack(p).unwrap(), &plain[..]);
         }
     }
@@ -296,26 +316,33 @@ mod tests {
     }
 
     proptest! {
-        /// Any sequence of batches, with restarts anywhere, comes back
-        /// byte for byte when read from the last restart on, and a packed
-        /// record never exceeds the bound the log reserves for it.
+        /// Any sequence of batches, compressible or not, with restarts
+        /// anywhere, comes back byte for byte when read from the last
+        /// restart on, and a packed record never exceeds the bound the log
+        /// reserves for it.
         #[test]
         fn packed_batches_round_trip(
             batches in proptest::collection::vec(
-                (proptest::collection::vec(0u8..4, 1..3000), any::<bool>()),
+                (proptest::collection::vec(0u8..4, 1..9000), any::<bool>(), any::<u64>()),
                 1..40,
             ),
         ) {
             let mut packer = Packer::new();
             let mut unpacker = Unpacker::default();
             let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            for (body, restart) in batches {
+            for (body, restart, seed) in batches {
                 if restart {
                     packer.restart();
                     pending.clear();
                     unpacker = Unpacker::default();
                 }
-                let plain = batch(&body.iter().map(|b| b * 60).collect::<Vec<_>>());
+                // One batch in four of random bytes, which is not packed.
+                let body = if seed % 4 == 0 {
+                    random_bytes(body.len(), seed)
+                } else {
+                    body.iter().map(|b| b * 60).collect()
+                };
+                let plain = batch(&body);
                 let payload = packer.pack(&plain).into_owned();
                 prop_assert!(payload.len() <= packed_bound(plain.len()));
                 pending.push((plain, payload));
