@@ -53,6 +53,8 @@ mod msg;
 mod node;
 mod range_index;
 mod table;
+#[cfg(test)]
+mod test_bytes;
 mod tree;
 mod wal;
 

@@ -17,18 +17,6 @@ fn cfg() -> Config {
     }
 }
 
-/// Printable random characters: about 6.5 bits a byte, no repeats within.
-fn printable(n: usize, mut seed: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            b' ' + (seed % 95) as u8
-        })
-        .collect()
-}
-
 /// Random bytes, which a sample judges incompressible: logged plain.
 fn random(n: usize, mut seed: u64) -> Vec<u8> {
     (0..n)
@@ -39,6 +27,11 @@ fn random(n: usize, mut seed: u64) -> Vec<u8> {
             (seed >> 24) as u8
         })
         .collect()
+}
+
+/// Printable random characters: about 6.5 bits a byte, no repeats within.
+fn printable(n: usize, seed: u64) -> Vec<u8> {
+    random(n, seed).iter().map(|b| b' ' + b % 95).collect()
 }
 
 /// The value of key `i`: most start with the same 2 KiB of printable

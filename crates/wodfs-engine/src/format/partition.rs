@@ -388,17 +388,7 @@ pub(crate) fn read_msg<'a>(d: &mut Dec<'a>) -> DecResult<(Msn, OpRef<'a>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn random_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (seed >> 33) as u8
-            })
-            .collect()
-    }
+    use crate::test_bytes::{printable, random_bytes};
 
     fn text(n: usize) -> Vec<u8> {
         let line = b"static int wait_for_completion(struct completion *x, long timeout)\n";
@@ -443,15 +433,6 @@ mod tests {
             assert!(looks_incompressible(&odd), "{n}");
             assert!(!looks_incompressible(&text(n)), "{n}");
         }
-    }
-
-    /// Random printable characters, as Postmark writes: every file starts
-    /// with the same 4 KiB.
-    fn printable(n: usize, seed: u64) -> Vec<u8> {
-        random_bytes(n, seed)
-            .iter()
-            .map(|b| b' ' + b % 95)
-            .collect()
     }
 
     #[test]

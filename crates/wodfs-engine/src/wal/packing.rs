@@ -202,23 +202,13 @@ impl Unpacker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_bytes::{printable, random_bytes};
     use proptest::prelude::*;
 
     fn batch(body: &[u8]) -> Vec<u8> {
         let mut b = vec![super::super::record::PAYLOAD_BATCH];
         b.extend_from_slice(body);
         b
-    }
-
-    fn printable(n: usize, mut seed: u64) -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                b' ' + ((seed >> 33) % 95) as u8
-            })
-            .collect()
     }
 
     #[test]
@@ -243,17 +233,6 @@ mod tests {
         }
         // The first batch is random characters; the others repeat it.
         assert!(logged < 4096 + 100 * 64, "{logged}");
-    }
-
-    fn random_bytes(n: usize, mut seed: u64) -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (seed >> 33) as u8
-            })
-            .collect()
     }
 
     #[test]
