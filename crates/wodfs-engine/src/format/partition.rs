@@ -181,7 +181,7 @@ fn packed_if_worth(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
             // the first bytes, decide cheaply. The sample costs a
             // histogram of 512 bytes; a probe, LZ4's table and a pass
             // over 4 KiB, was 8 % of the daemon's CPU in a sequential
-            // write of random data.
+            // write of random data when it ran on every partition.
             if raw.len() > SAMPLED_FROM_BYTES && looks_incompressible(raw) {
                 return None;
             }

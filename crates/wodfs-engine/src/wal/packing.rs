@@ -159,8 +159,9 @@ impl Unpacker {
             return Err(format!("packed batch of {plain_len} plain bytes"));
         }
         let plain_len = plain_len as usize;
-        let mut out = Vec::with_capacity(plain_len);
-        let mut block = vec![0u8; BLOCK_BYTES];
+        // Blocks decode straight into their place in the batch.
+        let mut out = vec![0u8; plain_len];
+        let mut at = 0;
         while d.remaining() > 0 {
             let word = d.u32("block size")?;
             let size = (word & !STORED_BIT) as usize;
@@ -168,21 +169,22 @@ impl Unpacker {
                 return Err(format!("packed block of {size} bytes"));
             }
             let bytes = d.raw(size, "block")?;
+            let room = &mut out[at..(at + BLOCK_BYTES).min(plain_len)];
             let n = if word & STORED_BIT != 0 {
-                block[..size].copy_from_slice(bytes);
+                let Some(place) = room.get_mut(..size) else {
+                    return Err("packed batch longer than it says".into());
+                };
+                place.copy_from_slice(bytes);
                 size
             } else {
                 let dict = &self.history[self.history.len().saturating_sub(WINDOW_BYTES)..];
-                lz4_flex::block::decompress_into_with_dict(bytes, &mut block, dict)
+                lz4_flex::block::decompress_into_with_dict(bytes, room, dict)
                     .map_err(|e| format!("packed block: {e}"))?
             };
-            if out.len() + n > plain_len {
-                return Err("packed batch longer than it says".into());
-            }
-            out.extend_from_slice(&block[..n]);
-            self.remember(&block[..n]);
+            self.remember(&out[at..at + n]);
+            at += n;
         }
-        if out.len() != plain_len {
+        if at != plain_len {
             return Err("packed batch shorter than it says".into());
         }
         Ok(out)
