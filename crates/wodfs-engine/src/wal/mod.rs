@@ -24,6 +24,8 @@ pub(crate) mod packing;
 pub(crate) mod record;
 pub(crate) mod replay;
 
+use std::borrow::Cow;
+
 use parking_lot::{Condvar, Mutex};
 use wodfs_device::SECTOR_BYTES;
 
@@ -64,6 +66,13 @@ struct Inner {
     /// Bytes the records appended since the packer's last restart (the
     /// last checkpoint's position) would take unpacked.
     unpacked_since_restart: u64,
+}
+
+impl Inner {
+    /// Bytes of the region in use (from the oldest byte still needed).
+    fn used(&self) -> u64 {
+        self.tail - self.reclaimed.min(self.buf_lsn)
+    }
 }
 
 fn floor_sector(lsn: u64) -> u64 {
@@ -125,8 +134,7 @@ impl Log {
 
     /// Bytes of the region in use (from the oldest byte still needed).
     pub fn used_bytes(&self) -> u64 {
-        let g = self.inner.lock();
-        g.tail - g.reclaimed.min(g.buf_lsn)
+        self.inner.lock().used()
     }
 
     /// Bytes written to the device by this log since open.
@@ -144,32 +152,34 @@ impl Log {
     /// region has no room for it now (a checkpoint must reclaim space
     /// first).
     pub fn append(&self, payload: &[u8]) -> Result<bool> {
-        let mut g = self.inner.lock();
-        if let Some(e) = &g.error {
-            return Err(Error::Poisoned(e.clone()));
-        }
-        if !self.has_room(&g, payload.len() as u64) {
-            return Ok(false);
-        }
-        g.unpacked_since_restart += record::FRAME_HEADER_BYTES + payload.len() as u64;
-        Self::frame(&mut g, payload);
-        Ok(true)
+        self.append_with(payload.len(), |_| Cow::Borrowed(payload))
     }
 
     /// Appends a batch (`record::encode_batch`'s payload), packed into the
-    /// log's LZ4 stream when that is smaller; `false` if the region has no
-    /// room for it at its largest (see [`packing::packed_bound`]).
+    /// log's LZ4 stream unless a sample says it will not compress; `false`
+    /// if the region has no room for it at its largest (see
+    /// [`packing::packed_bound`]).
     pub fn append_batch(&self, plain: &[u8]) -> Result<bool> {
+        // Room is checked before packing: a packed batch is in the stream.
+        self.append_with(plain.len(), |packer| packer.pack(plain))
+    }
+
+    /// Appends the payload `logged` gives for `plain_len` bytes (counted
+    /// unpacked), if the region has room for it at its largest.
+    fn append_with<'a>(
+        &self,
+        plain_len: usize,
+        logged: impl FnOnce(&mut packing::Packer) -> Cow<'a, [u8]>,
+    ) -> Result<bool> {
         let mut g = self.inner.lock();
         if let Some(e) = &g.error {
             return Err(Error::Poisoned(e.clone()));
         }
-        // Checked before packing: a packed batch is in the stream.
-        if !self.has_room(&g, packing::packed_bound(plain.len()) as u64) {
+        if !self.has_room(&g, packing::packed_bound(plain_len) as u64) {
             return Ok(false);
         }
-        let payload = g.packer.pack(plain);
-        g.unpacked_since_restart += record::FRAME_HEADER_BYTES + plain.len() as u64;
+        let payload = logged(&mut g.packer);
+        g.unpacked_since_restart += record::FRAME_HEADER_BYTES + plain_len as u64;
         Self::frame(&mut g, &payload);
         Ok(true)
     }
@@ -189,12 +199,11 @@ impl Log {
     /// was packed: the log's recovery work (the batches a replay applies)
     /// stays bounded by the region's size, and only the device bytes
     /// shrink. (Counting packed bytes made checkpoints ten times rarer in
-    /// Postmark, which would also cut node writes, but lengthens recovery
-    /// in proportion; not taken here.)
+    /// Postmark without cutting its node writes, and left a small full
+    /// store too fragmented for a checkpoint; see ARCHITECTURE.md.)
     pub fn unpacked_bytes(&self) -> u64 {
         let g = self.inner.lock();
-        let used = g.tail - g.reclaimed.min(g.buf_lsn);
-        used.max(g.unpacked_since_restart)
+        g.used().max(g.unpacked_since_restart)
     }
 
     fn has_room(&self, g: &Inner, payload_len: u64) -> bool {
