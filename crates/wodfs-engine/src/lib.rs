@@ -201,6 +201,7 @@ pub mod fuzz {
                         &p,
                         n.is_leaf(),
                         slot.summary.as_deref(),
+                        n.dict.as_deref(),
                     ) {
                         out.push(("partition", raw));
                     }

@@ -142,6 +142,12 @@ pub(crate) struct Node {
     pub parts: Vec<PartSlot>,
     /// Highest MSN of any message this node holds or has applied.
     pub max_msn: Msn,
+    /// The dictionary of the image its stored partitions are in
+    /// (`format::dict`): needed to decode any of them. Kept when the
+    /// node changes (no partition is stored then, so it is unused until
+    /// the next write replaces it): the cache's tally of the node stays
+    /// what it was.
+    pub dict: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Node {
@@ -153,6 +159,7 @@ impl Node {
             children: Vec::new(),
             parts: vec![PartSlot::loaded(Part::Basement(Basement::default()))],
             max_msn: 0,
+            dict: None,
         }
     }
 
@@ -231,6 +238,7 @@ impl Node {
     pub fn tally(&self) -> Tally {
         let header = NODE_MEM_BYTES
             + self.prefix.len()
+            + self.dict.as_ref().map_or(0, |d| d.len())
             + self
                 .children
                 .iter()
@@ -352,6 +360,7 @@ impl Node {
                 })
                 .collect(),
             max_msn: self.max_msn,
+            dict: self.dict.clone(),
         }
     }
 

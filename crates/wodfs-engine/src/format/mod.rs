@@ -3,6 +3,7 @@
 //! `docs/format.md`.
 
 pub(crate) mod bytes;
+pub(crate) mod dict;
 pub(crate) mod entry_index;
 pub(crate) mod frozen;
 pub(crate) mod node;
@@ -14,7 +15,7 @@ pub(crate) mod table;
 
 /// The format version this build writes and reads. Bump on any layout
 /// change and log it in `docs/format.md`.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// crc32c of `data`.
 pub(crate) fn checksum(data: &[u8]) -> u32 {

@@ -6,6 +6,7 @@
 
 use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
+use super::dict;
 use super::frozen::{FrozenBasement, FrozenPoints};
 use super::partition::{
     compress, compress_tail, decompress, encode_basement, encode_buffer, PART_BASEMENT, PART_BUFFER,
@@ -23,6 +24,8 @@ use crate::MAX_KEY_BYTES;
 const NODE_MAGIC: u32 = u32::from_le_bytes(*b"WODN");
 /// Bytes of one partition-table entry.
 const PART_ENTRY_BYTES: usize = 1 + 4 + 4 + 4 + 1 + 4;
+/// Header flag: a dictionary (`format::dict`) follows the child edges.
+const NODE_HAS_DICT: u8 = 1;
 /// Edge flag: the edge carries a translation prefix (reserved for clones).
 const EDGE_HAS_TRANSLATION: u8 = 1;
 const MAX_HEIGHT: u8 = 32;
@@ -37,6 +40,8 @@ pub(crate) struct NodeImage {
     /// Internal nodes: each buffer's summary as the header records it, so
     /// a node kept cached after it is written has them without a reread.
     pub summaries: Vec<std::sync::Arc<crate::bloom::BufferSummary>>,
+    /// The dictionary the partitions were compressed against, if any.
+    pub dict: Option<std::sync::Arc<[u8]>>,
 }
 
 impl NodeImage {
@@ -51,9 +56,10 @@ impl NodeImage {
     }
 
     /// Records in `node` (the one this image was made from) where its
-    /// partitions went and its buffers' summaries, as a header read back
-    /// from the image would have them.
+    /// partitions went, its buffers' summaries and its dictionary, as a
+    /// header read back from the image would have them.
     pub fn set_places(&self, node: &mut Node) {
+        node.dict = self.dict.clone();
         for (slot, loc) in node.parts.iter_mut().zip(&self.part_locs) {
             slot.disk = Some(*loc);
         }
@@ -76,9 +82,10 @@ pub(crate) fn encode_node(
     if node.height == 0 {
         return encode_leaf(node, block, compression);
     }
+    // Every buffer is encoded before any is compressed: the dictionary
+    // is taken from the largest.
     let mut kinds = Vec::with_capacity(node.parts.len());
-    let mut stored = Vec::with_capacity(node.parts.len());
-    let mut segment_dirs = Vec::new();
+    let mut encoded = Vec::with_capacity(node.parts.len());
     for slot in &node.parts {
         let mut e = Enc::with_capacity(slot.data.get().map_or(0, Part::bytes) + 16);
         let mut cuts = Vec::new();
@@ -96,19 +103,27 @@ pub(crate) fn encode_node(
                 cuts = encode_buffer(b, &mut e, segment_bytes.max(1));
             }
         }
-        let raw_len = e.buf.len() as u32;
+        encoded.push((e.buf, cuts));
+    }
+    let raws: Vec<&[u8]> = encoded.iter().map(|(raw, _)| raw.as_slice()).collect();
+    let node_dict = dict::for_buffers(&raws, compression);
+    let d = node_dict.as_deref().unwrap_or_default();
+    let mut stored = Vec::with_capacity(node.parts.len());
+    let mut segment_dirs = Vec::new();
+    for (raw, cuts) in encoded {
+        let raw_len = raw.len() as u32;
         if cuts.len() > 1 {
-            let (bytes, segments) = segments::split(e.buf, &cuts, compression);
+            let (bytes, segments) = segments::split(raw, &cuts, compression, d);
             stored.push((raw_len, segments::CODEC_SEGMENTS, bytes));
             segment_dirs.push(segments);
         } else {
-            let (codec, bytes) = compress(e.buf, compression);
+            let (codec, bytes) = compress(raw, compression, d);
             stored.push((raw_len, codec, bytes));
             segment_dirs.push(Vec::new());
         }
     }
 
-    let mut h = header_start(node, block);
+    let mut h = header_start(node, block, node_dict.as_deref());
     // Internal nodes: a summary of each buffer (range deletes present?
     // a Bloom filter of its keys) after the partition table.
     let mut summaries = Enc::default();
@@ -160,17 +175,18 @@ pub(crate) fn encode_node(
         header_crc,
         part_locs,
         summaries: kept,
+        dict: node_dict,
     }
 }
 
 /// The header's fields before the partition table: everything but the
 /// partitions' places, lengths and checksums.
-fn header_start(node: &Node, block: BlockNum) -> Enc {
+fn header_start(node: &Node, block: BlockNum, dict: Option<&[u8]>) -> Enc {
     let mut h = Enc::with_capacity(256);
     h.u32(NODE_MAGIC);
     h.u16(super::FORMAT_VERSION as u16);
     h.u8(node.height);
-    h.u8(0);
+    h.u8(if dict.is_some() { NODE_HAS_DICT } else { 0 });
     h.u64(block);
     h.u64(node.max_msn);
     h.u32(node.parts.len() as u32);
@@ -182,6 +198,9 @@ fn header_start(node: &Node, block: BlockNum) -> Enc {
         h.u64(edge.child);
         h.bytes(&edge.lift);
         h.u8(0);
+    }
+    if let Some(d) = dict {
+        dict::encode(d, &mut h);
     }
     h
 }
@@ -203,7 +222,8 @@ fn part_entry(h: &mut Enc, kind: u8, loc: &PartLoc) {
 /// each partition into a buffer of its own and joining them copied every
 /// byte of a sequential write once more (3 % of the daemon's CPU).
 fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeImage {
-    let mut h = header_start(node, block);
+    let leaf_dict = dict::for_leaf(node, compression);
+    let mut h = header_start(node, block, leaf_dict.as_deref());
     let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + 4;
     let parts_bytes: usize = node
         .parts
@@ -220,7 +240,12 @@ fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeIm
         let start = out.len();
         encode_basement(b, &mut out);
         let raw_len = out.len() - start;
-        let codec = compress_tail(&mut out.buf, start, compression);
+        let codec = compress_tail(
+            &mut out.buf,
+            start,
+            compression,
+            leaf_dict.as_deref().unwrap_or_default(),
+        );
         let loc = PartLoc {
             offset: start as u32,
             stored_len: (out.len() - start) as u32,
@@ -241,6 +266,7 @@ fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeIm
         header_crc,
         part_locs,
         summaries: Vec::new(),
+        dict: leaf_dict,
     }
 }
 
@@ -268,7 +294,10 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     if height > MAX_HEIGHT {
         return Err(format!("node height {height} is impossible"));
     }
-    let _flags = d.u8("flags")?;
+    let flags = d.u8("flags")?;
+    if flags & !NODE_HAS_DICT != 0 {
+        return Err(format!("unknown node flags {flags:#x}"));
+    }
     let stored_block = d.u64("block number")?;
     if stored_block != block {
         return Err(format!(
@@ -304,6 +333,11 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
             children.push(Edge { child, lift });
         }
     }
+    let node_dict = if flags & NODE_HAS_DICT != 0 {
+        Some(dict::decode(&mut d)?)
+    } else {
+        None
+    };
     let want_kind = if height == 0 {
         PART_BASEMENT
     } else {
@@ -367,6 +401,7 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
         children,
         parts,
         max_msn,
+        dict: node_dict,
     })
 }
 
@@ -377,15 +412,26 @@ pub(crate) fn decoded_bytes(
     loc: &PartLoc,
     leaf: bool,
     summary: Option<&BufferSummary>,
+    dict: Option<&[u8]>,
 ) -> DecResult<Vec<u8>> {
     if loc.codec != segments::CODEC_SEGMENTS || leaf {
-        return decompress(stored, loc.codec, loc.raw_len as usize);
+        return decompress(
+            stored,
+            loc.codec,
+            loc.raw_len as usize,
+            dict.unwrap_or_default(),
+        );
     }
     let pieces = summary.map_or(&[][..], |s| s.segments.as_slice());
     if pieces.is_empty() {
         return Err("segmented buffer without a segment directory".into());
     }
-    segments::join(&stored, pieces, loc.raw_len as usize)
+    segments::join(
+        &stored,
+        pieces,
+        loc.raw_len as usize,
+        dict.unwrap_or_default(),
+    )
 }
 
 /// [`decode_part`] of a leaf's basement stored uncompressed at
@@ -415,18 +461,19 @@ pub(crate) fn decode_shared_basement(
 
 /// Verifies and decodes one partition's stored bytes. `summary` is what
 /// the node's header says of it (a buffer's: it names a segmented
-/// buffer's pieces).
+/// buffer's pieces), `dict` the node's dictionary.
 pub(crate) fn decode_part<'s>(
     stored: impl Into<std::borrow::Cow<'s, [u8]>>,
     loc: &PartLoc,
     leaf: bool,
     summary: Option<&BufferSummary>,
+    dict: Option<&[u8]>,
 ) -> DecResult<Part> {
     let stored = stored.into();
     if checksum(&stored) != loc.crc {
         return Err("partition checksum mismatch".into());
     }
-    let raw = decoded_bytes(stored, loc, leaf, summary)?;
+    let raw = decoded_bytes(stored, loc, leaf, summary, dict)?;
     // Kept frozen: searched in place until the writer changes it.
     if leaf {
         Ok(Part::Basement(Basement::from_frozen(

@@ -149,30 +149,50 @@ const SAMPLE_RUNS: usize = 16;
 /// tried in every partition: LZ4 was 6 % of the daemon's samples.
 const INCOMPRESSIBLE_BITS: f32 = 6.6;
 
-/// Compresses `raw` if it pays (saves at least 1/8); returns the codec used
-/// and the stored bytes.
-pub(crate) fn compress(raw: Vec<u8>, c: Compression) -> (u8, Vec<u8>) {
-    match packed_if_worth(&raw, c) {
-        Some(packed) => (Compression::Lz4 as u8, packed),
+/// Codec number of a partition (or a buffer's segment) compressed by LZ4
+/// against its node's dictionary (`format::dict`).
+pub(crate) const CODEC_LZ4_DICT: u8 = 2;
+
+/// The codec of bytes LZ4 compressed, against `dict` if it is not empty.
+fn lz4_codec(dict: &[u8]) -> u8 {
+    if dict.is_empty() {
+        Compression::Lz4 as u8
+    } else {
+        CODEC_LZ4_DICT
+    }
+}
+
+/// Compresses `raw` if it pays (saves at least 1/8), against `dict` if it
+/// is not empty (a node's: LZ4 also finds repeats of it); returns the
+/// codec used and the stored bytes.
+pub(crate) fn compress(raw: Vec<u8>, c: Compression, dict: &[u8]) -> (u8, Vec<u8>) {
+    match packed_if_worth(&raw, c, dict) {
+        Some(packed) => (lz4_codec(dict), packed),
         None => (Compression::None as u8, raw),
     }
 }
 
 /// [`compress`] of the bytes of `buf` from `start` on, in place: they are
 /// replaced by their compressed form if that pays. Returns the codec.
-pub(crate) fn compress_tail(buf: &mut Vec<u8>, start: usize, c: Compression) -> u8 {
-    match packed_if_worth(&buf[start..], c) {
+pub(crate) fn compress_tail(buf: &mut Vec<u8>, start: usize, c: Compression, dict: &[u8]) -> u8 {
+    match packed_if_worth(&buf[start..], c, dict) {
         Some(packed) => {
             buf.truncate(start);
             buf.extend_from_slice(&packed);
-            Compression::Lz4 as u8
+            lz4_codec(dict)
         }
         None => Compression::None as u8,
     }
 }
 
-/// The LZ4 form of `raw` if compression is on and it saves at least 1/8.
-fn packed_if_worth(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
+/// Whether `codec` names a way partitions are stored (segments aside).
+pub(crate) fn known_codec(codec: u8) -> bool {
+    codec == CODEC_LZ4_DICT || Compression::from_u8(codec).is_some()
+}
+
+/// The LZ4 form of `raw` (against `dict` if it is not empty) if
+/// compression is on and it saves at least 1/8.
+fn packed_if_worth(raw: &[u8], c: Compression, dict: &[u8]) -> Option<Vec<u8>> {
     match c {
         Compression::None => None,
         Compression::Lz4 => {
@@ -181,17 +201,24 @@ fn packed_if_worth(raw: &[u8], c: Compression) -> Option<Vec<u8>> {
             // the first bytes, decide cheaply. The sample costs a
             // histogram of 512 bytes; a probe, LZ4's table and a pass
             // over 4 KiB, was 8 % of the daemon's CPU in a sequential
-            // write of random data when it ran on every partition.
+            // write of random data when it ran on every partition. A
+            // dictionary is only made from bytes that passed the sample
+            // (`format::dict`), so the probe is skipped with one: what
+            // the partition repeats of it, the probe would not see.
             if raw.len() > SAMPLED_FROM_BYTES && looks_incompressible(raw) {
                 return None;
             }
-            if raw.len() > 2 * PROBE_BYTES {
+            if dict.is_empty() && raw.len() > 2 * PROBE_BYTES {
                 let probe = lz4_flex::block::compress(&raw[..PROBE_BYTES]);
                 if probe.len() >= PROBE_BYTES - PROBE_BYTES / 16 {
                     return None;
                 }
             }
-            let packed = lz4_flex::block::compress(raw);
+            let packed = if dict.is_empty() {
+                lz4_flex::block::compress(raw)
+            } else {
+                lz4_flex::block::compress_with_dict(raw, dict)
+            };
             (packed.len() < raw.len() - raw.len() / 8).then_some(packed)
         }
     }
@@ -286,27 +313,39 @@ fn repeated_quads(sample: &[u8]) -> usize {
     repeats
 }
 
-/// Undoes [`compress`]; `raw_len` is the recorded decoded length. An
-/// uncompressed partition handed over owned (a single partition just
+/// Undoes [`compress`] and [`compress_tail`]; `raw_len` is the recorded
+/// decoded length, `dict` the node's dictionary (empty if it has none).
+/// An uncompressed partition handed over owned (a single partition just
 /// read) becomes the decoded bytes without a copy.
-pub(crate) fn decompress(stored: Cow<'_, [u8]>, codec: u8, raw_len: usize) -> DecResult<Vec<u8>> {
-    match Compression::from_u8(codec) {
-        Some(Compression::None) => {
-            if stored.len() != raw_len {
-                return Err("uncompressed partition length mismatch".into());
-            }
-            Ok(stored.into_owned())
+pub(crate) fn decompress(
+    stored: Cow<'_, [u8]>,
+    codec: u8,
+    raw_len: usize,
+    dict: &[u8],
+) -> DecResult<Vec<u8>> {
+    let out = match codec {
+        CODEC_LZ4_DICT if dict.is_empty() => {
+            return Err("partition compressed against a dictionary its node lacks".into())
         }
-        Some(Compression::Lz4) => {
-            let out =
-                lz4_flex::block::decompress(&stored, raw_len).map_err(|e| format!("lz4: {e}"))?;
-            if out.len() != raw_len {
-                return Err("decompressed partition length mismatch".into());
+        CODEC_LZ4_DICT => lz4_flex::block::decompress_with_dict(&stored, raw_len, dict)
+            .map_err(|e| format!("lz4 with dictionary: {e}"))?,
+        _ => match Compression::from_u8(codec) {
+            Some(Compression::None) => {
+                if stored.len() != raw_len {
+                    return Err("uncompressed partition length mismatch".into());
+                }
+                return Ok(stored.into_owned());
             }
-            Ok(out)
-        }
-        None => Err(format!("unknown compression codec {codec}")),
+            Some(Compression::Lz4) => {
+                lz4_flex::block::decompress(&stored, raw_len).map_err(|e| format!("lz4: {e}"))?
+            }
+            None => return Err(format!("unknown compression codec {codec}")),
+        },
+    };
+    if out.len() != raw_len {
+        return Err("decompressed partition length mismatch".into());
     }
+    Ok(out)
 }
 
 /// A point message's operation, borrowing its bytes from the encoding.
@@ -419,7 +458,7 @@ mod tests {
                 assert!(sample_entropy_bits(&pattern) >= INCOMPRESSIBLE_BITS);
             }
             assert!(!looks_incompressible(&pattern), "{n}");
-            let (codec, stored) = compress(pattern.clone(), Compression::Lz4);
+            let (codec, stored) = compress(pattern.clone(), Compression::Lz4, &[]);
             assert_eq!(codec, Compression::Lz4 as u8);
             assert!(stored.len() < pattern.len() / 20);
             // A random 4 KiB block written again and again, as a copy does.
@@ -462,12 +501,15 @@ mod tests {
             part.truncate(n);
             let bits = sample_entropy_bits(&part);
             assert!(bits < INCOMPRESSIBLE_BITS && bits > 6.0, "{bits}");
-            let (codec, stored) = compress(part.clone(), Compression::Lz4);
+            let (codec, stored) = compress(part.clone(), Compression::Lz4, &[]);
             assert_eq!(codec, Compression::Lz4 as u8, "{n}");
             assert!(stored.len() < part.len() / 2, "{n}: {}", stored.len());
             // The same characters without copies are stored as they are.
             let fresh = printable(n, 12);
-            assert_eq!(compress(fresh, Compression::Lz4).0, Compression::None as u8);
+            assert_eq!(
+                compress(fresh, Compression::Lz4, &[]).0,
+                Compression::None as u8
+            );
         }
     }
 
@@ -481,23 +523,23 @@ mod tests {
             [random_bytes(32 << 10, 5), vec![0u8; 32 << 10]].concat(),
             text(100),
         ] {
-            let (codec, stored) = compress(raw.clone(), Compression::Lz4);
+            let (codec, stored) = compress(raw.clone(), Compression::Lz4, &[]);
             let mut tail = b"header".to_vec();
             tail.extend_from_slice(&raw);
-            let tail_codec = compress_tail(&mut tail, 6, Compression::Lz4);
+            let tail_codec = compress_tail(&mut tail, 6, Compression::Lz4, &[]);
             assert_eq!((tail_codec, &tail[6..]), (codec, &stored[..]));
             assert_eq!(&tail[..6], b"header");
-            let back = decompress(Cow::Borrowed(&stored), codec, raw.len()).unwrap();
+            let back = decompress(Cow::Borrowed(&stored), codec, raw.len(), &[]).unwrap();
             assert_eq!(back, raw);
             if codec == Compression::Lz4 as u8 {
                 assert!(stored.len() < raw.len() - raw.len() / 8);
             }
         }
-        let (codec, _) = compress(random_bytes(64 << 10, 9), Compression::Lz4);
+        let (codec, _) = compress(random_bytes(64 << 10, 9), Compression::Lz4, &[]);
         assert_eq!(codec, Compression::None as u8);
-        let (codec, _) = compress(text(64 << 10), Compression::Lz4);
+        let (codec, _) = compress(text(64 << 10), Compression::Lz4, &[]);
         assert_eq!(codec, Compression::Lz4 as u8);
-        let (codec, _) = compress(text(64 << 10), Compression::None);
+        let (codec, _) = compress(text(64 << 10), Compression::None, &[]);
         assert_eq!(codec, Compression::None as u8);
     }
 }

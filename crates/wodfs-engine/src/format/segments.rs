@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use super::bytes::{Dec, DecResult, Enc};
 use super::checksum;
 use super::frozen::decode_list;
-use super::partition::{compress, decompress, read_msg, PART_BUFFER};
+use super::partition::{compress, decompress, known_codec, read_msg, PART_BUFFER};
 use crate::config::Compression;
 use crate::msg::PointMsg;
 use crate::node::PartLoc;
@@ -62,6 +62,7 @@ pub(crate) fn split(
     raw: Vec<u8>,
     cuts: &[Cut],
     compression: Compression,
+    dict: &[u8],
 ) -> (Vec<u8>, Vec<Segment>) {
     let bounds: Vec<(usize, usize)> = (0..cuts.len())
         .map(|j| {
@@ -78,7 +79,7 @@ pub(crate) fn split(
         crc: checksum(bytes),
     };
     let (start, end) = bounds[0];
-    let (codec, first) = compress(raw[start..end].to_vec(), compression);
+    let (codec, first) = compress(raw[start..end].to_vec(), compression, dict);
     if codec == Compression::None as u8 {
         // One buffer's messages are alike: if its first piece does not
         // compress, the others are stored as they are too, without trying
@@ -96,7 +97,7 @@ pub(crate) fn split(
     segments.push(piece(0, 0, &first, codec));
     stored.extend_from_slice(&first);
     for (j, &(s, e)) in bounds.iter().enumerate().skip(1) {
-        let (codec, bytes) = compress(raw[s..e].to_vec(), compression);
+        let (codec, bytes) = compress(raw[s..e].to_vec(), compression, dict);
         segments.push(piece(j, stored.len(), &bytes, codec));
         stored.extend_from_slice(&bytes);
     }
@@ -142,7 +143,7 @@ pub(crate) fn decode_dir(d: &mut Dec<'_>, loc: &PartLoc) -> DecResult<Vec<Segmen
             codec: d.u8("segment codec")?,
             crc: d.u32("segment checksum")?,
         };
-        if Compression::from_u8(s.codec).is_none() {
+        if !known_codec(s.codec) {
             return Err(format!("unknown segment codec {}", s.codec));
         }
         stored += u64::from(s.stored_len);
@@ -157,7 +158,12 @@ pub(crate) fn decode_dir(d: &mut Dec<'_>, loc: &PartLoc) -> DecResult<Vec<Segmen
 
 /// The decoded bytes of a whole segmented buffer (its checksum already
 /// checked): every piece decompressed, joined.
-pub(crate) fn join(stored: &[u8], segments: &[Segment], raw_len: usize) -> DecResult<Vec<u8>> {
+pub(crate) fn join(
+    stored: &[u8],
+    segments: &[Segment],
+    raw_len: usize,
+    dict: &[u8],
+) -> DecResult<Vec<u8>> {
     let mut raw = Vec::with_capacity(raw_len);
     for s in segments {
         let piece = &stored[s.offset as usize..(s.offset + s.stored_len) as usize];
@@ -165,6 +171,7 @@ pub(crate) fn join(stored: &[u8], segments: &[Segment], raw_len: usize) -> DecRe
             Cow::Borrowed(piece),
             s.codec,
             s.raw_len as usize,
+            dict,
         )?);
     }
     Ok(raw)
@@ -187,17 +194,22 @@ pub(crate) fn messages_of(
     j: usize,
     key: &[u8],
 ) -> DecResult<Vec<PointMsg>> {
-    Ok(read_piece(stored, segments, j)?.messages(key))
+    Ok(read_piece(stored, segments, j, &[])?.messages(key))
 }
 
 /// Piece `j` (read alone: `stored` is its stored bytes), checked,
 /// decompressed and indexed.
-pub(crate) fn read_piece(stored: Vec<u8>, segments: &[Segment], j: usize) -> DecResult<Piece> {
+pub(crate) fn read_piece(
+    stored: Vec<u8>,
+    segments: &[Segment],
+    j: usize,
+    dict: &[u8],
+) -> DecResult<Piece> {
     let s = &segments[j];
     if checksum(&stored) != s.crc {
         return Err("buffer segment checksum mismatch".into());
     }
-    let raw = decompress(Cow::Owned(stored), s.codec, s.raw_len as usize)?;
+    let raw = decompress(Cow::Owned(stored), s.codec, s.raw_len as usize, dict)?;
     Piece::parse(raw, j == 0, Some(&s.first))
 }
 
@@ -309,7 +321,7 @@ mod tests {
     fn segmented(b: &MsgBuffer, every: usize, c: Compression) -> (Vec<u8>, Vec<u8>, Vec<Segment>) {
         let mut e = Enc::default();
         let cuts = encode_buffer(b, &mut e, every);
-        let (stored, segments) = split(e.buf.clone(), &cuts, c);
+        let (stored, segments) = split(e.buf.clone(), &cuts, c, &[]);
         (e.buf, stored, segments)
     }
 
@@ -321,7 +333,7 @@ mod tests {
             let b = buffer(500);
             let (raw, stored, segments) = segmented(&b, 1024, c);
             assert!(segments.len() > 10, "{} pieces", segments.len());
-            assert_eq!(join(&stored, &segments, raw.len()).unwrap(), raw);
+            assert_eq!(join(&stored, &segments, raw.len(), &[]).unwrap(), raw);
             for i in 0..1002u32 {
                 let key = format!("k{i:05}").into_bytes();
                 let want = b.lookup(&key).1.into_owned();
@@ -349,7 +361,7 @@ mod tests {
         let (raw, stored, segments) = segmented(&b, 1024, Compression::None);
         let s = &segments[0];
         assert!(b.key_count() > s.raw_len as usize, "{} keys", b.key_count());
-        assert_eq!(join(&stored, &segments, raw.len()).unwrap(), raw);
+        assert_eq!(join(&stored, &segments, raw.len(), &[]).unwrap(), raw);
         let piece = &stored[s.offset as usize..(s.offset + s.stored_len) as usize];
         let got = messages_of(piece.to_vec(), &segments, 0, &s.first).unwrap();
         assert_eq!(got, b.lookup(&s.first).1.into_owned());

@@ -188,21 +188,37 @@ impl Cache {
         if !e.dirty {
             return;
         }
-        match Arc::get_mut(e) {
+        let size = e.accounted.load(Ordering::Relaxed);
+        let dict_before = dict_len(&e.node);
+        // The written image's dictionary replaces the one the node had:
+        // the entry's count moves by the difference.
+        let recount = |entry: &mut CacheEntry| {
+            let after = dict_len(&entry.node);
+            entry.tally.mem = entry.tally.mem + after - dict_before;
+            entry
+                .accounted
+                .store(size + after - dict_before, Ordering::Relaxed);
+            after
+        };
+        let dict_after = match Arc::get_mut(e) {
             Some(entry) => {
                 set_places(&mut entry.node);
                 entry.dirty = false;
+                recount(entry)
             }
             None => {
                 // A reader still holds the entry: it keeps its copy.
                 let mut copy = (**e).clone();
                 set_places(&mut copy.node);
                 copy.dirty = false;
+                let after = recount(&mut copy);
                 *e = Arc::new(copy);
+                after
             }
-        }
+        };
         e.strippable.store(true, Ordering::Relaxed);
-        let size = e.accounted.load(Ordering::Relaxed);
+        self.bytes.fetch_add(dict_after, Ordering::Relaxed);
+        self.bytes.fetch_sub(dict_before, Ordering::Relaxed);
         self.dirty_bytes.fetch_sub(size, Ordering::Relaxed);
     }
 
@@ -434,6 +450,11 @@ impl Cache {
         v.sort_unstable();
         v.into_iter().map(|(_, b, d)| (b, d)).collect()
     }
+}
+
+/// Bytes of `node`'s dictionary (counted in its header's memory).
+fn dict_len(node: &Node) -> usize {
+    node.dict.as_ref().map_or(0, |d| d.len())
 }
 
 #[cfg(test)]

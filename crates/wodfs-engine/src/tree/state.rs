@@ -248,7 +248,7 @@ impl State {
         let mut buf = vec![0u8; loc.stored_len as usize];
         env.read_tracked(base + u64::from(loc.offset), &mut buf)?;
         env.stats.add_partition_read();
-        let part = decode_part_of(b, base, i, slot, &loc, entry.node.is_leaf(), buf)?;
+        let part = decode_part_of(b, base, i, &entry.node, &loc, buf)?;
         let added = part.mem_bytes() + crate::node::PART_MEM_BYTES;
         if slot.data.set(part).is_ok() {
             self.cache.grew(b, entry, added);
@@ -290,7 +290,8 @@ impl State {
         let mut buf = vec![0u8; seg.stored_len as usize];
         env.read_tracked(addr, &mut buf)?;
         env.stats.add_segment_read();
-        let piece = segments::read_piece(buf, &summary.segments, j).map_err(|d| {
+        let dict = entry.node.dict.as_deref().unwrap_or_default();
+        let piece = segments::read_piece(buf, &summary.segments, j, dict).map_err(|d| {
             Error::corrupt(
                 "partition",
                 addr,
@@ -420,10 +421,9 @@ impl State {
         let mut pieces: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
         env.read_tracked_vectored(base + first, &mut pieces)?;
         env.stats.add_node_read();
-        let leaf = node.is_leaf();
         for ((i, loc), at) in places.into_iter().zip(part_at) {
             let bytes = std::mem::take(&mut bufs[at]);
-            let part = decode_part_of(b, base, i, &node.parts[i], &loc, leaf, bytes)?;
+            let part = decode_part_of(b, base, i, &node, &loc, bytes)?;
             let _ = node.parts[i].data.set(part);
         }
         Ok(node)
@@ -560,7 +560,7 @@ fn decode_whole(
         let part = match share {
             Some(read) => decode_shared_basement(read, start, &loc)
                 .map_err(part_damaged(b, x.offset, i, &loc))?,
-            None => decode_part_of(b, x.offset, i, slot, &loc, leaf, stored.to_vec())?,
+            None => decode_part_of(b, x.offset, i, &node, &loc, stored.to_vec())?,
         };
         let _ = slot.data.set(part);
     }
@@ -584,12 +584,13 @@ fn decode_part_of(
     b: BlockNum,
     base: u64,
     i: usize,
-    slot: &PartSlot,
+    node: &Node,
     loc: &PartLoc,
-    leaf: bool,
     stored: Vec<u8>,
 ) -> Result<Part> {
-    decode_part(stored, loc, leaf, slot.summary.as_deref()).map_err(part_damaged(b, base, i, loc))
+    let summary = node.parts[i].summary.as_deref();
+    decode_part(stored, loc, node.is_leaf(), summary, node.dict.as_deref())
+        .map_err(part_damaged(b, base, i, loc))
 }
 
 /// The corruption error of partition `i` of node `b` (extent at `base`)

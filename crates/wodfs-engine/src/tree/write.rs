@@ -664,6 +664,7 @@ impl State {
             children,
             parts,
             max_msn,
+            dict: _,
         } = node;
         let mut children = children.into_iter();
         let mut parts = parts.into_iter();
@@ -689,6 +690,7 @@ impl State {
                 children: children.by_ref().take(end - start).collect(),
                 parts: parts.by_ref().take(end - start).collect(),
                 max_msn,
+                dict: None,
             };
             reframe(&mut piece, gprefix);
             let blk = if g == 0 { b } else { self.table.create(height) };
@@ -863,6 +865,7 @@ impl State {
                 }],
                 parts: vec![PartSlot::loaded(Part::Buffer(MsgBuffer::default()))],
                 max_msn: 0,
+                dict: None,
             }
         };
         let b = self.table.create(height);
@@ -883,6 +886,7 @@ impl State {
                 }],
                 parts: vec![PartSlot::loaded(Part::Buffer(MsgBuffer::default()))],
                 max_msn: 0,
+                dict: None,
             };
             self.integrate(&mut node, &Bounds::all(), 0, splits);
             let b = self.table.create(height);
