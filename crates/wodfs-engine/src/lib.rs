@@ -193,16 +193,10 @@ pub mod fuzz {
             if let Ok(n) =
                 crate::format::node::decode_header(&node[..x.header_len as usize], b, x.len)
             {
-                for slot in &n.parts {
+                for (i, slot) in n.parts.iter().enumerate() {
                     let Some(p) = slot.disk else { continue };
                     let stored = &node[p.offset as usize..(p.offset + p.stored_len) as usize];
-                    if let Ok(raw) = crate::format::node::decoded_bytes(
-                        stored.into(),
-                        &p,
-                        n.is_leaf(),
-                        slot.summary.as_deref(),
-                        n.dict.as_deref(),
-                    ) {
+                    if let Ok(raw) = crate::format::node::decoded_bytes(stored.into(), &p, &n, i) {
                         out.push(("partition", raw));
                     }
                 }

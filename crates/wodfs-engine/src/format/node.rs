@@ -405,33 +405,28 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     })
 }
 
-/// A partition's decoded bytes from its stored ones (checksum not
-/// checked): decompressed, or a segmented buffer's pieces joined.
+/// Partition `i` of `node` (whose header was read with it) decoded from
+/// its stored bytes at `loc` (checksum not checked): decompressed against
+/// the node's dictionary if it has one, or a segmented buffer's pieces
+/// (named by the header's summary) joined.
 pub(crate) fn decoded_bytes(
     stored: std::borrow::Cow<'_, [u8]>,
     loc: &PartLoc,
-    leaf: bool,
-    summary: Option<&BufferSummary>,
-    dict: Option<&[u8]>,
+    node: &Node,
+    i: usize,
 ) -> DecResult<Vec<u8>> {
-    if loc.codec != segments::CODEC_SEGMENTS || leaf {
-        return decompress(
-            stored,
-            loc.codec,
-            loc.raw_len as usize,
-            dict.unwrap_or_default(),
-        );
+    let dict = node.dict.as_deref().unwrap_or_default();
+    if loc.codec != segments::CODEC_SEGMENTS || node.is_leaf() {
+        return decompress(stored, loc.codec, loc.raw_len as usize, dict);
     }
-    let pieces = summary.map_or(&[][..], |s| s.segments.as_slice());
+    let pieces = node.parts[i]
+        .summary
+        .as_deref()
+        .map_or(&[][..], |s| s.segments.as_slice());
     if pieces.is_empty() {
         return Err("segmented buffer without a segment directory".into());
     }
-    segments::join(
-        &stored,
-        pieces,
-        loc.raw_len as usize,
-        dict.unwrap_or_default(),
-    )
+    segments::join(&stored, pieces, loc.raw_len as usize, dict)
 }
 
 /// [`decode_part`] of a leaf's basement stored uncompressed at
@@ -459,23 +454,21 @@ pub(crate) fn decode_shared_basement(
     )))
 }
 
-/// Verifies and decodes one partition's stored bytes. `summary` is what
-/// the node's header says of it (a buffer's: it names a segmented
-/// buffer's pieces), `dict` the node's dictionary.
+/// Verifies and decodes partition `i` of `node` from its stored bytes at
+/// `loc` (see [`decoded_bytes`]).
 pub(crate) fn decode_part<'s>(
     stored: impl Into<std::borrow::Cow<'s, [u8]>>,
     loc: &PartLoc,
-    leaf: bool,
-    summary: Option<&BufferSummary>,
-    dict: Option<&[u8]>,
+    node: &Node,
+    i: usize,
 ) -> DecResult<Part> {
     let stored = stored.into();
     if checksum(&stored) != loc.crc {
         return Err("partition checksum mismatch".into());
     }
-    let raw = decoded_bytes(stored, loc, leaf, summary, dict)?;
+    let raw = decoded_bytes(stored, loc, node, i)?;
     // Kept frozen: searched in place until the writer changes it.
-    if leaf {
+    if node.is_leaf() {
         Ok(Part::Basement(Basement::from_frozen(
             FrozenBasement::parse(raw)?,
         )))

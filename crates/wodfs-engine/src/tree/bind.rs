@@ -619,11 +619,7 @@ pub(crate) fn read_bound_value(env: Env<'_>, target: &Target, key: &[u8]) -> Res
         .ok_or_else(|| bad("partition without a place".into()))?;
     let mut stored = vec![0u8; loc.stored_len as usize];
     env.read(offset + u64::from(loc.offset), &mut stored)?;
-    let summary = node.parts[i].summary.as_deref();
-    let dict = node.dict.as_deref();
-    match crate::format::node::decode_part(stored, &loc, node.is_leaf(), summary, dict)
-        .map_err(bad)?
-    {
+    match crate::format::node::decode_part(stored, &loc, &node, i).map_err(bad)? {
         Part::Basement(bm) => bm
             .get(rel)
             .map(<[u8]>::to_vec)

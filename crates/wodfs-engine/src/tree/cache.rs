@@ -189,36 +189,30 @@ impl Cache {
             return;
         }
         let size = e.accounted.load(Ordering::Relaxed);
-        let dict_before = dict_len(&e.node);
+        let before = dict_len(&e.node);
         // The written image's dictionary replaces the one the node had:
         // the entry's count moves by the difference.
-        let recount = |entry: &mut CacheEntry| {
+        let clean = |entry: &mut CacheEntry| {
+            set_places(&mut entry.node);
+            entry.dirty = false;
             let after = dict_len(&entry.node);
-            entry.tally.mem = entry.tally.mem + after - dict_before;
+            entry.tally.mem = entry.tally.mem + after - before;
             entry
                 .accounted
-                .store(size + after - dict_before, Ordering::Relaxed);
-            after
+                .store(size + after - before, Ordering::Relaxed);
         };
-        let dict_after = match Arc::get_mut(e) {
-            Some(entry) => {
-                set_places(&mut entry.node);
-                entry.dirty = false;
-                recount(entry)
-            }
+        match Arc::get_mut(e) {
+            Some(entry) => clean(entry),
             None => {
                 // A reader still holds the entry: it keeps its copy.
                 let mut copy = (**e).clone();
-                set_places(&mut copy.node);
-                copy.dirty = false;
-                let after = recount(&mut copy);
+                clean(&mut copy);
                 *e = Arc::new(copy);
-                after
             }
-        };
+        }
         e.strippable.store(true, Ordering::Relaxed);
-        self.bytes.fetch_add(dict_after, Ordering::Relaxed);
-        self.bytes.fetch_sub(dict_before, Ordering::Relaxed);
+        self.bytes.fetch_add(dict_len(&e.node), Ordering::Relaxed);
+        self.bytes.fetch_sub(before, Ordering::Relaxed);
         self.dirty_bytes.fetch_sub(size, Ordering::Relaxed);
     }
 

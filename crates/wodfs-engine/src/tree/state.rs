@@ -588,9 +588,7 @@ fn decode_part_of(
     loc: &PartLoc,
     stored: Vec<u8>,
 ) -> Result<Part> {
-    let summary = node.parts[i].summary.as_deref();
-    decode_part(stored, loc, node.is_leaf(), summary, node.dict.as_deref())
-        .map_err(part_damaged(b, base, i, loc))
+    decode_part(stored, loc, node, i).map_err(part_damaged(b, base, i, loc))
 }
 
 /// The corruption error of partition `i` of node `b` (extent at `base`)
