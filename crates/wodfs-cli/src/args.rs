@@ -34,6 +34,10 @@ pub struct MountOpts {
     pub cache_bytes: usize,
     /// Background checkpoint interval.
     pub checkpoint_secs: u64,
+    /// How often the log is made durable without being asked
+    /// (`commit=SECS`, ext4's name): the most a crash loses of writes
+    /// nobody synced.
+    pub commit_ms: u64,
     /// Request threads.
     pub threads: usize,
     /// Microseconds the request thread polls the FUSE device after the
@@ -60,6 +64,7 @@ impl Default for MountOpts {
             read_only: false,
             cache_bytes: 256 << 20,
             checkpoint_secs: 60,
+            commit_ms: DEFAULT_COMMIT_MS,
             threads: 1,
             poll_us: wodfs_fuse::poll::DEFAULT_POLL_IDLE.as_micros() as u64,
             remount: false,
@@ -75,6 +80,14 @@ impl Default for MountOpts {
 /// The longest `poll=`: a second of polling after every burst would be a
 /// busy loop, not a latency trade.
 const MAX_POLL_US: u64 = 100_000;
+
+/// The log is made durable every second unless `commit=` says otherwise
+/// (`../shared/SYSTEM.md`'s parameter, BetrFS's default).
+pub const DEFAULT_COMMIT_MS: u64 = 1000;
+
+/// The longest `commit=`, as ext4 allows: beyond it a crash could lose
+/// minutes of writes.
+const MAX_COMMIT_SECS: u64 = 300;
 
 /// Options mount(8) and fstab pass that need nothing from us.
 const IGNORED: &[&str] = &[
@@ -136,6 +149,24 @@ impl MountOpts {
                         .parse()
                         .map_err(|_| format!("bad checkpoint interval {value:?}"))?;
                 }
+                "commit" => {
+                    // As in ext4, 0 means the default.
+                    let secs: u64 = value
+                        .ok_or_else(missing)?
+                        .parse()
+                        .ok()
+                        .filter(|&s| s <= MAX_COMMIT_SECS)
+                        .ok_or_else(|| {
+                            format!(
+                                "bad commit interval {value:?}: seconds, 0 to {MAX_COMMIT_SECS}"
+                            )
+                        })?;
+                    self.commit_ms = if secs == 0 {
+                        DEFAULT_COMMIT_MS
+                    } else {
+                        secs * 1000
+                    };
+                }
                 "threads" => {
                     self.threads = value
                         .ok_or_else(missing)?
@@ -194,6 +225,14 @@ mod tests {
         assert!(o.apply("poll=100001").is_err());
         assert!(o.apply("bogus").is_err());
         assert!(o.apply("cache").is_err());
+        assert_eq!(o.commit_ms, DEFAULT_COMMIT_MS);
+        o.apply("commit=5").unwrap();
+        assert_eq!(o.commit_ms, 5000);
+        o.apply("commit=0").unwrap();
+        assert_eq!(o.commit_ms, DEFAULT_COMMIT_MS);
+        assert!(o.apply("commit").is_err());
+        assert!(o.apply("commit=301").is_err());
+        assert!(o.apply("commit=0.5").is_err());
     }
 
     /// Regression (xfstests generic/003, 184, 306): these were accepted

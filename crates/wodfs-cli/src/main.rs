@@ -24,8 +24,9 @@ use image::Fail;
 
 const USAGE: &str = "usage: wodfs mkfs IMAGE [--size 8G] [--node-kib 4096] [--log-mib N] [--force]
        wodfs mount IMAGE DIR [-f] [-o opt,...]
-            options: writeback, ro, cache=SIZE, checkpoint=SECS, threads=N,
-                     poll=US, noatime, strictatime, dev, suid, noexec
+            options: writeback, ro, cache=SIZE, commit=SECS, checkpoint=SECS,
+                     threads=N, poll=US, noatime, strictatime, dev, suid,
+                     noexec
        wodfs sync DIR
        wodfs stat IMAGE
        wodfs fsck IMAGE";

@@ -161,6 +161,22 @@ impl<D: Device> Device for CountingDevice<D> {
         self.inner.write_stream_at(offset, buf)
     }
 
+    fn write_padded_at(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        pad_to: u64,
+        stream: bool,
+    ) -> io::Result<()> {
+        // The caller's bytes: the padding is the device's business.
+        self.count_write(buf.len());
+        if stream {
+            self.stream_write_bytes
+                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        }
+        self.inner.write_padded_at(offset, buf, pad_to, stream)
+    }
+
     fn read_vectored_at(
         &self,
         offset: u64,

@@ -228,6 +228,19 @@ fn is_aligned(offset: u64, len: usize, ptr: *const u8, unit: u64) -> bool {
 /// Writes `buf` at `offset` to a file opened with `O_DIRECT`, reading the
 /// partial sectors at either end first.
 pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::Result<()> {
+    write_padded_at(file, unit, offset, buf, offset + buf.len() as u64)
+}
+
+/// [`write_at`] of bytes the caller owns up to `owned_to` past their end:
+/// a partial last sector that ends there or before is padded with zeros
+/// instead of read first.
+pub(crate) fn write_padded_at(
+    file: &File,
+    unit: u64,
+    offset: u64,
+    buf: &[u8],
+    owned_to: u64,
+) -> io::Result<()> {
     if is_aligned(offset, buf.len(), buf.as_ptr(), unit) {
         return file.write_all_at(buf, offset);
     }
@@ -237,19 +250,20 @@ pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::R
         // parallel, instead of 1 MiB pieces one after another, each cut
         // into 512 KiB requests (see `huge.rs`).
         let mut whole = take_large_buf(unit_span(offset, buf.len(), unit).1)?;
-        let result = write_through(file, unit, offset, buf, whole.as_mut_slice());
+        let result = write_through(file, unit, offset, buf, owned_to, whole.as_mut_slice());
         give_back_large_buf(whole);
         return result;
     }
-    with_bounce(|bounce| write_through(file, unit, offset, buf, bounce))
+    with_bounce(|bounce| write_through(file, unit, offset, buf, owned_to, bounce))
 }
 
-/// [`write_at`] through `bounce` (aligned), in pieces of its size.
+/// [`write_padded_at`] through `bounce` (aligned), in pieces of its size.
 fn write_through(
     file: &File,
     unit: u64,
     offset: u64,
     buf: &[u8],
+    owned_to: u64,
     bounce: &mut [u8],
 ) -> io::Result<()> {
     let u = unit as usize;
@@ -269,7 +283,9 @@ fn write_through(
             file.read_exact_at(&mut window[..u], lo)?;
         }
         // The last sector, unless it is the first one and was just read.
-        if end < hi && !(skip > 0 && len == u) {
+        if end < hi && hi <= owned_to {
+            window[skip + n..].fill(0);
+        } else if end < hi && !(skip > 0 && len == u) {
             file.read_exact_at(&mut window[len - u..], hi - unit)?;
         }
         window[skip..skip + n].copy_from_slice(&buf[done..done + n]);

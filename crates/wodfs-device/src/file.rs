@@ -252,6 +252,30 @@ fn read_exact_vectored_at(file: &File, bufs: &mut [&mut [u8]], mut offset: u64) 
     Ok(())
 }
 
+/// Writes all of `bufs`, one after another, from `offset` (`pwritev`).
+fn write_all_vectored_at(file: &File, bufs: &[&[u8]], mut offset: u64) -> io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = bufs
+        .iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| std::io::IoSlice::new(b))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = match rustix::io::pwritev(file, rest, offset) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        offset += n as u64;
+        std::io::IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
+}
+
+/// Zeros to pad a write with: at most a block's worth is ever needed.
+static ZEROS: [u8; 4096] = [0; 4096];
+
 /// Takes the image's exclusive lock, or explains who holds it.
 fn lock_exclusive(file: &File, path: &Path) -> io::Result<()> {
     match file.try_lock() {
@@ -287,6 +311,39 @@ impl Device for FileDevice {
             return self.write_direct_at(offset, buf);
         }
         self.write_at(offset, buf)
+    }
+
+    /// Writes that end inside a page or sector are padded with zeros to
+    /// its end, as far as the caller owns: through the page cache a
+    /// write that covers the page's last bytes needs no read of the page
+    /// first, and direct, one that ends on a sector needs no read of that
+    /// sector. In a 4 GiB sequential write on a loop device, the direct
+    /// writes' tail reads were about 1,050 device reads queued behind the
+    /// writes (session 46).
+    fn write_padded_at(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        pad_to: u64,
+        stream: bool,
+    ) -> io::Result<()> {
+        check_range(offset, buf.len(), self.size_bytes)?;
+        let end = offset + buf.len() as u64;
+        let owned_to = end.next_multiple_of(pad_to).min(self.size_bytes).max(end);
+        if stream && self.direct_large_io && buf.len() >= direct::DIRECT_IO_MIN {
+            if let Some((file, unit)) = &self.direct {
+                if end.div_ceil(*unit) * unit <= self.size_bytes {
+                    return direct::write_padded_at(file, *unit, offset, buf, owned_to);
+                }
+            }
+        }
+        // The page cache's pages are 4 KiB: pad only where that completes
+        // the last page, else the padding saves no read.
+        let pad = (owned_to - end) as usize;
+        if pad == 0 || pad > ZEROS.len() || !owned_to.is_multiple_of(4096) {
+            return self.file.write_all_at(buf, offset);
+        }
+        write_all_vectored_at(&self.file, &[buf, &ZEROS[..pad]], offset)
     }
 
     fn read_vectored_at(

@@ -89,6 +89,36 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         self.write_at(offset, buf)
     }
 
+    /// [`Device::write_at`], or [`Device::write_stream_at`] if `stream`,
+    /// of bytes that start a region the caller owns up to the next
+    /// multiple of `pad_to` (a power of two, at least [`SECTOR_BYTES`])
+    /// past their end: the device may write zeros there, and what those
+    /// bytes hold afterwards is unspecified. A write that ends inside a
+    /// sector or a cached page otherwise reads that sector or page first
+    /// to keep its other bytes: a device read in the middle of a
+    /// write-back, queued behind the writes before it. This default writes
+    /// the whole padding, so that a caller padding over bytes it does not
+    /// own breaks the images of tests; [`FileDevice`] pads where that
+    /// spares a read. Same contract as `write_at` otherwise.
+    fn write_padded_at(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        pad_to: u64,
+        stream: bool,
+    ) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        let padded = end.next_multiple_of(pad_to).min(self.size_bytes()).max(end);
+        let mut whole = Vec::with_capacity((padded - offset) as usize);
+        whole.extend_from_slice(buf);
+        whole.resize((padded - offset) as usize, 0);
+        if stream {
+            self.write_stream_at(offset, &whole)
+        } else {
+            self.write_at(offset, &whole)
+        }
+    }
+
     /// Reads consecutive bytes from `offset` into several buffers, one
     /// after another, as one read (a random one if `random`, see
     /// [`Device::read_random_at`]): a node's partitions each land in a
@@ -173,6 +203,15 @@ impl<D: Device + ?Sized> Device for Arc<D> {
     fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_stream_at(offset, buf)
     }
+    fn write_padded_at(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        pad_to: u64,
+        stream: bool,
+    ) -> io::Result<()> {
+        (**self).write_padded_at(offset, buf, pad_to, stream)
+    }
     fn read_vectored_at(
         &self,
         offset: u64,
@@ -213,6 +252,15 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         (**self).write_stream_at(offset, buf)
+    }
+    fn write_padded_at(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        pad_to: u64,
+        stream: bool,
+    ) -> io::Result<()> {
+        (**self).write_padded_at(offset, buf, pad_to, stream)
     }
     fn read_vectored_at(
         &self,

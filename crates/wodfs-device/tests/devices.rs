@@ -356,3 +356,69 @@ fn large_stream_reads_return_what_was_written() {
     // count as random.
     assert_eq!((c.reads, c.random_reads), (12, 9), "{c:?}");
 }
+
+/// A padded write (a node image at the start of an extent of whole
+/// blocks) writes its bytes, may write zeros from their end to the next
+/// multiple of the padding unit, and changes nothing past it, on every
+/// device: through the page cache (zeros to the page's end), direct (a
+/// stream's large write on a device that takes those direct: zeros to the
+/// sector's end), in memory (zeros to the unit) and behind the counting
+/// device, which counts only the caller's bytes. Writes that already end
+/// on the unit, and one at the device's end, are written as they are.
+#[test]
+fn padded_writes_zero_the_rest_of_their_block_and_nothing_more() {
+    const SIZE: u64 = 8 << 20;
+    const BLOCK: u64 = 4096;
+    let path = TempPath::new("padded");
+    let buffered = FileDevice::create(&path.0, SIZE).unwrap();
+    let direct_path = TempPath::new("padded-direct");
+    let mut direct = FileDevice::create(&direct_path.0, SIZE).unwrap();
+    direct.set_direct_large_io(true);
+    let mem = MemDevice::new(SIZE);
+    let counting = CountingDevice::new(MemDevice::new(SIZE));
+    let devices: [&dyn Device; 4] = [&buffered, &direct, &mem, &counting];
+    // (offset, length, stream): small and large (direct when streamed),
+    // ending mid-sector, mid-block, on a block, and at the device's end.
+    let writes = [
+        (0, 100, false),
+        (BLOCK, 5000, false),
+        (4 * BLOCK, 2 * BLOCK, false),
+        (8 * BLOCK, 300_001, true),
+        (128 * BLOCK, 300_000 + 512, true),
+        (256 * BLOCK, (1 << 20) + 7, false),
+        (SIZE - 1000, 1000, false),
+    ];
+    for dev in devices {
+        // Bytes everywhere first, so zeros show where padding went.
+        let ones = vec![0xEEu8; SIZE as usize];
+        dev.write_at(0, &ones).unwrap();
+        let mut model = ones;
+        for (i, &(offset, len, stream)) in writes.iter().enumerate() {
+            let data: Vec<u8> = (0..len).map(|k| (k as u8) ^ (i as u8) | 1).collect();
+            dev.write_padded_at(offset, &data, BLOCK, stream).unwrap();
+            let end = (offset + len) as usize;
+            model[offset as usize..end].copy_from_slice(&data);
+            let padded = (end as u64).next_multiple_of(BLOCK).min(SIZE) as usize;
+            // Zeros or as it was: 0x00 stands for either below.
+            model[end..padded].fill(0);
+        }
+        let mut all = vec![0u8; SIZE as usize];
+        dev.read_at(0, &mut all).unwrap();
+        let first_diff = all
+            .iter()
+            .zip(&model)
+            .position(|(&got, &want)| got != want && !(want == 0 && got == 0xEE));
+        assert_eq!(first_diff, None, "{dev:?}");
+        // A write that is not a stream's pads through the page cache to
+        // the page's end, in memory to the unit's.
+        assert_eq!(all[100..4096], [0; 3996], "{dev:?}");
+        assert!(dev
+            .write_padded_at(SIZE - 10, &[1; 20], BLOCK, false)
+            .is_err());
+    }
+    let c = counting.counts();
+    let caller_bytes: u64 = writes.iter().map(|w| w.1).sum();
+    let streamed: u64 = writes.iter().filter(|w| w.2).map(|w| w.1).sum();
+    assert_eq!(c.write_bytes, SIZE + caller_bytes + 20, "{c:?}");
+    assert_eq!(c.stream_write_bytes, streamed, "{c:?}");
+}

@@ -151,8 +151,9 @@ impl State {
 /// Writes a planned checkpoint. Runs without the tree lock.
 pub(crate) fn write_checkpoint(env: Env<'_>, plan: &CheckpointPlan) -> Result<u64> {
     env.dev.annotate("checkpoint.nodes");
+    // Each at the start of an extent of whole blocks.
     for (off, bytes) in &plan.writes {
-        env.write(*off, bytes)?;
+        env.write_image(*off, bytes, false)?;
     }
     env.dev.annotate("checkpoint.sync");
     env.sync()?;

@@ -123,11 +123,13 @@ impl Env<'_> {
             .write_at(offset, buf)
             .map_err(io_error("write", offset))
     }
-    /// A node a sequential stream filled: see
-    /// [`wodfs_device::Device::write_stream_at`].
-    pub fn write_stream(&self, offset: u64, buf: &[u8]) -> Result<()> {
+    /// A node's image at the start of its extent: see
+    /// [`wodfs_device::Device::write_padded_at`]. Extents are whole
+    /// blocks, so the bytes from the image's end to its block's end are
+    /// the node's own; `stream`: a node a sequential stream filled.
+    pub fn write_image(&self, offset: u64, buf: &[u8], stream: bool) -> Result<()> {
         self.dev
-            .write_stream_at(offset, buf)
+            .write_padded_at(offset, buf, crate::config::BLOCK_BYTES, stream)
             .map_err(io_error("write", offset))
     }
     /// A write the caller syncs right after (the log): see

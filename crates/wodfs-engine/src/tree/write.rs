@@ -924,7 +924,7 @@ impl State {
     /// block at it.
     pub(crate) fn write_node(&mut self, env: Env<'_>, b: BlockNum, node: &Node) -> Result<Extent> {
         let (x, image) = self.place_node(env, b, node)?;
-        env.write(x.offset, &image.bytes)?;
+        env.write_image(x.offset, &image.bytes, false)?;
         Ok(x)
     }
 

@@ -539,11 +539,7 @@ impl Tree {
             if let (Some(x), None, false) = (extent, &failed, changed) {
                 // A binding pass writes the leaves holding a sequential
                 // stream's values.
-                let r = if why == For::Binding {
-                    env.write_stream(x.offset, &image.bytes)
-                } else {
-                    env.write(x.offset, &image.bytes)
-                };
+                let r = env.write_image(x.offset, &image.bytes, why == For::Binding);
                 match r {
                     Ok(()) => written = true,
                     Err(e) => failed = Some(e),
