@@ -4,7 +4,8 @@
 //! Oracle: after recovery the store equals the model after some prefix of
 //! the operations, no shorter than the last prefix a `sync` or checkpoint
 //! acknowledged, and `verify()` passes. Coverage is asserted per phase:
-//! mid log append (fresh and reused log space), mid checkpoint (nodes,
+//! mid log append (fresh and reused log space, and a full buffer written
+//! out between syncs), mid checkpoint (nodes,
 //! superblock), eviction, and mid range move. A second run lowers the
 //! late-binding threshold so multi-insert batches are logged unbound; it
 //! also requires crashes while bound nodes are written (between a binding
@@ -301,9 +302,10 @@ fn crash_many(late: bool, write_back: bool, required: &[&str]) {
     }
 }
 
-const PHASES: [&str; 6] = [
+const PHASES: [&str; 7] = [
     "log.write",
     "log.write.reused",
+    "log.write_out",
     "checkpoint.nodes",
     "checkpoint.superblock",
     "evict",

@@ -83,30 +83,42 @@ fn run(steps: &[Step], cfg: Config) -> wodfs_engine::TreeStats {
     let dev = Arc::new(MemDevice::new(64 << 20));
     let mut tree = Tree::create(Box::new(dev.clone()), cfg.clone()).unwrap();
     let mut model = Model::new();
-    let mut durable = Model::new();
+    // The states since the last sync or checkpoint, oldest first: a reopen
+    // without a sync recovers one of them (the log's full buffers are
+    // written out between syncs, so it may replay past the last sync).
+    let mut since_sync = vec![Model::new()];
     let mut before_reopens = Vec::new();
     for (i, s) in steps.iter().enumerate() {
         match s {
             Step::Op(op) => {
                 tree.write(std::slice::from_ref(op)).unwrap();
                 apply_model(&mut model, op);
+                since_sync.push(model.clone());
             }
             Step::Sync => {
                 tree.sync().unwrap();
-                durable = model.clone();
+                since_sync = vec![model.clone()];
             }
             Step::Checkpoint => {
                 tree.checkpoint().unwrap();
-                durable = model.clone();
+                since_sync = vec![model.clone()];
                 check_all(&tree, &model);
             }
             Step::Reopen => {
                 // Reopen without a sync: the store goes back to the last
-                // sync or checkpoint (log replay on open).
+                // sync or checkpoint, or to a state after it whose records
+                // a write-out put on the device (log replay on open).
                 before_reopens.push(tree.stats());
                 drop(tree);
                 tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
-                model = durable.clone();
+                let got: Model = tree.range(&[], None).map(|r| r.unwrap()).collect();
+                let at = since_sync.iter().position(|m| *m == got);
+                assert!(
+                    at.is_some(),
+                    "reopen at step {i}: not a state since the last sync"
+                );
+                model = got;
+                since_sync = vec![model.clone()];
                 check_all(&tree, &model);
             }
             Step::Get(k) => {

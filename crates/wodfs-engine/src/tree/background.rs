@@ -52,15 +52,15 @@ pub(crate) struct Wake {
 struct WakeState {
     running: bool,
     stop: bool,
-    sync_wanted: bool,
     bind_wanted: bool,
+    write_out_wanted: bool,
 }
 
 impl Wake {
-    /// Asks the running background thread for a log sync now; false if
-    /// none runs (the caller syncs itself).
-    pub fn want_sync(&self) -> bool {
-        self.ask(|s| &mut s.sync_wanted)
+    /// Asks the running background thread to write the log's buffer out
+    /// now; false if none runs.
+    pub fn want_write_out(&self) -> bool {
+        self.ask(|s| &mut s.write_out_wanted)
     }
 
     /// Asks the running background thread to bind the pending unbound
@@ -115,23 +115,28 @@ impl Tree {
                 let mut last_checkpoint = Instant::now();
                 let wake = &tree.shared.wake;
                 loop {
-                    let (wanted, bind) = {
+                    let (bind, write_out) = {
                         let mut s = wake.state.lock();
-                        if !s.stop && !s.sync_wanted && !s.bind_wanted {
+                        if !s.stop && !s.bind_wanted && !s.write_out_wanted {
                             wake.cv.wait_for(&mut s, tick);
                         }
                         if s.stop {
                             break;
                         }
                         (
-                            std::mem::take(&mut s.sync_wanted),
                             std::mem::take(&mut s.bind_wanted),
+                            std::mem::take(&mut s.write_out_wanted),
                         )
                     };
-                    if bind && !wanted {
+                    // A sync due now binds and writes the buffer anyway.
+                    let sync_due = last_sync.elapsed() >= cfg.log_sync_every;
+                    if write_out && !sync_due {
+                        tree.write_out_log().map_err(|e| e.to_string())?;
+                    }
+                    if bind && !sync_due {
                         tree.bind_now().map_err(|e| e.to_string())?;
                     }
-                    if wanted || last_sync.elapsed() >= cfg.log_sync_every {
+                    if sync_due {
                         tree.sync().map_err(|e| e.to_string())?;
                         last_sync = Instant::now();
                     }

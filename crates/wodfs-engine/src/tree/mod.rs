@@ -697,14 +697,15 @@ impl Tree {
                 self.bind_now()?;
             }
         }
-        // A full log buffer is flushed by the background thread, so the
+        // A full log buffer is written out by the background thread, so the
         // writer does not wait for the device; only if it falls behind (or
-        // none runs) does the writer flush it itself.
-        let pending = self.shared.log.pending_bytes();
-        if pending >= crate::wal::LOG_BUFFER_BYTES * 2
-            || (pending >= crate::wal::LOG_BUFFER_BYTES && !self.shared.wake.want_sync())
-        {
-            self.sync()?;
+        // none runs) does the writer write it out itself.
+        let (unwritten, at) = (
+            self.shared.log.unwritten_bytes(),
+            self.shared.log.write_out_bytes(),
+        );
+        if unwritten >= at * 2 || (unwritten >= at && !self.shared.wake.want_write_out()) {
+            self.write_out_log()?;
         }
         Ok(())
     }
@@ -986,6 +987,14 @@ impl Tree {
         self.poison(r)
     }
 
+    /// Writes the log's buffer to the device without making it durable
+    /// (see [`crate::wal::Log::write_out`]).
+    pub(crate) fn write_out_log(&self) -> Result<()> {
+        self.check_poison()?;
+        let r = self.shared.log.write_out(self.env());
+        self.poison(r)
+    }
+
     /// Late-binding decision: "at least 1 MiB of consecutive values". A
     /// batch whose inserts are in key order (at least 15/16 of the value
     /// bytes) counts on its own if it is that large; smaller ones count
@@ -1139,7 +1148,7 @@ impl Tree {
             .device_sync_owed
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let payload = crate::wal::record::encode_bindings(&bindings);
-        if !log.append(&payload)? {
+        if !log.append_bindings(&payload)? {
             return Err(Error::Poisoned(
                 "no room in the log for binding records (the log region is too small for late binding)".into(),
             ));

@@ -11,6 +11,12 @@
 //! there is still needed: by the last durable checkpoint's replay, or
 //! because it is still waiting in the buffer to be written.
 //!
+//! A full buffer is written out without a device sync ([`Log::write_out`]):
+//! it needs its memory back, not durability, and on some devices every
+//! sync stalls all other writes (an untar of the Linux tree synced 151
+//! times, 42 once full buffers were only written). The next sync makes
+//! those bytes durable with the rest.
+//!
 //! Flushes write whole sectors: from the start of the sector that holds
 //! the first unwritten byte (its already durable bytes are rewritten with
 //! their own values, so a torn flush cannot damage them) to the end of the
@@ -32,7 +38,9 @@ use wodfs_device::SECTOR_BYTES;
 use crate::error::{Error, Result};
 use crate::tree::Env;
 
-/// Appended bytes that trigger a flush without waiting for a sync.
+/// Appended bytes that trigger a write-out ([`Log::write_out`]) without
+/// waiting for a sync; at most 1/64 of the region
+/// ([`Log::write_out_bytes`]).
 pub(crate) const LOG_BUFFER_BYTES: u64 = 4 << 20;
 
 #[derive(Debug)]
@@ -55,6 +63,13 @@ struct Inner {
     buf_lsn: u64,
     /// Everything before this is durable (in the log or a checkpoint).
     durable: u64,
+    /// LSNs of binding records not yet durable, oldest first: a write-out
+    /// stops before the first (see [`Log::append`]).
+    unsynced_bindings: std::collections::VecDeque<u64>,
+    /// Everything before this is on the device, durable or not, or no
+    /// longer needed (at least `durable`): written by a sync or a
+    /// write-out, or covered by a checkpoint.
+    written: u64,
     flushing: bool,
     /// Bytes this log has written to the device (write amplification).
     bytes_written: u64,
@@ -105,6 +120,8 @@ impl Log {
                 buf: head,
                 buf_lsn: floor_sector(tail),
                 durable: tail,
+                written: tail,
+                unsynced_bindings: Default::default(),
                 flushing: false,
                 bytes_written: 0,
                 reclaimed,
@@ -142,17 +159,34 @@ impl Log {
         self.inner.lock().bytes_written
     }
 
-    /// Bytes appended but not yet durable.
-    pub fn pending_bytes(&self) -> u64 {
-        let g = self.inner.lock();
-        g.tail - g.durable
+    /// Unwritten bytes at which the buffer is written out: at most 1/64
+    /// of the region, so that a small log (the crash tests' 32 KiB) is
+    /// written out between syncs too, and its crash tests cut power
+    /// around write-outs.
+    pub fn write_out_bytes(&self) -> u64 {
+        LOG_BUFFER_BYTES.min(self.region_bytes / 64)
     }
 
-    /// Appends one record that is not a batch (bindings); `false` if the
-    /// region has no room for it now (a checkpoint must reclaim space
-    /// first).
-    pub fn append(&self, payload: &[u8]) -> Result<bool> {
-        self.append_with(payload.len(), |_| Cow::Borrowed(payload))
+    /// Bytes appended and still only in the buffer.
+    pub fn unwritten_bytes(&self) -> u64 {
+        let g = self.inner.lock();
+        g.tail - g.written
+    }
+
+    /// Appends a binding record; `false` if the region has no room for
+    /// it now (a checkpoint must reclaim space first). It reaches the
+    /// device only through a sync ([`Log::sync_to`]), never a write-out:
+    /// the nodes it names must be durable before it is, and only a sync
+    /// orders the two (its caller syncs the device between them).
+    pub fn append_bindings(&self, payload: &[u8]) -> Result<bool> {
+        let at = self.position().0;
+        let appended = self.append_with(payload.len(), |_| Cow::Borrowed(payload))?;
+        if appended {
+            // Appends happen under the tree's write lock: nothing came
+            // between the position and the append.
+            self.inner.lock().unsynced_bindings.push_back(at);
+        }
+        Ok(appended)
     }
 
     /// Appends a batch (`record::encode_batch`'s payload), packed into the
@@ -221,10 +255,11 @@ impl Log {
     }
 
     /// Makes everything appended before `target` durable (and possibly
-    /// more, up to `target` at most of what others asked). Concurrent
-    /// callers share one write and one device sync. Bytes past `target` are
-    /// not written: they may hold unbound records whose bindings are not
-    /// appended yet.
+    /// more, up to `target` at most of what others asked, and whatever a
+    /// write-out put on the device). Concurrent callers share one write
+    /// and one device sync. Buffered bytes past `target` are not written:
+    /// they may hold unbound records whose bindings are not appended yet
+    /// (harmless if they were, see [`Log::write_out`], but not needed).
     pub fn sync_to(&self, env: Env<'_>, target: u64) -> Result<()> {
         let mut g = self.inner.lock();
         loop {
@@ -241,44 +276,136 @@ impl Log {
             g.flushing = true;
             let start = g.buf_lsn;
             let end = target.min(g.tail);
-            let mut bytes = Vec::with_capacity((ceil_sector(end) - start) as usize);
-            bytes.extend_from_slice(&g.buf[..(end - start) as usize]);
-            bytes.resize((ceil_sector(end) - start) as usize, 0);
+            // Bytes a write-out left on the device need only the sync.
+            let bytes = if end > g.written {
+                self.sectors(&g, end)
+            } else {
+                Vec::new()
+            };
+            let durable_to = end.max(g.written);
             drop(g);
-            let r = self.write_and_sync(env, start, &bytes);
+            let r = if bytes.is_empty() {
+                Ok(())
+            } else {
+                self.write_region(env, start, &bytes, "log.write")
+            }
+            .and_then(|()| Self::sync_device(env));
             g = self.inner.lock();
             g.flushing = false;
             match r {
                 Ok(()) => {
                     g.bytes_written += bytes.len() as u64;
-                    g.durable = g.durable.max(end);
-                    let keep_from = floor_sector(end);
-                    if keep_from > g.buf_lsn {
-                        let n = (keep_from - g.buf_lsn) as usize;
-                        g.buf.drain(..n);
-                        g.buf_lsn = keep_from;
-                    }
+                    g.durable = g.durable.max(durable_to);
+                    g.written = g.written.max(durable_to);
+                    let durable = g.durable;
+                    g.unsynced_bindings.retain(|&lsn| lsn >= durable);
+                    Self::let_go_before(&mut g, durable_to);
                 }
-                Err(e) => {
-                    // The caller that hit the failure gets the device error;
-                    // everyone after it gets `Poisoned`.
-                    g.error = Some(e.to_string());
-                    self.flushed.notify_all();
-                    return Err(e);
-                }
+                Err(e) => return Err(self.fail(g, e)),
             }
             self.flushed.notify_all();
         }
     }
 
-    fn write_and_sync(&self, env: Env<'_>, start: u64, bytes: &[u8]) -> Result<()> {
-        // Writes into space a checkpoint reclaimed are a phase of their own
-        // for the crash tests.
-        env.dev.annotate(if start >= self.region_bytes {
-            "log.write.reused"
-        } else {
-            "log.write"
-        });
+    /// Writes the buffered records to the device without a device sync,
+    /// up to the first binding record not yet durable (see
+    /// [`Log::append_bindings`]), and lets the buffer go but for its last
+    /// sector: for a buffer that
+    /// fills while nobody asks for durability ([`LOG_BUFFER_BYTES`]). The
+    /// next sync makes the bytes durable; a crash before it may keep any
+    /// of them or none, as with any write, torn at sectors (replay stops at
+    /// the first record that is not whole). Unbound records are written
+    /// too, maybe before their bindings are appended: recovery stops
+    /// before an unbound batch whose binding is not in the log
+    /// ([`replay::LogEnd::Unbound`]), and nothing after it had been
+    /// acknowledged durable, since a sync binds every unbound insert
+    /// before the position it makes durable.
+    pub fn write_out(&self, env: Env<'_>) -> Result<()> {
+        let mut g = self.inner.lock();
+        loop {
+            if let Some(e) = &g.error {
+                return Err(Error::Poisoned(e.clone()));
+            }
+            let end = g
+                .unsynced_bindings
+                .front()
+                .map_or(g.tail, |&b| b.min(g.tail));
+            if g.written >= end {
+                return Ok(());
+            }
+            if !g.flushing {
+                break;
+            }
+            self.flushed.wait(&mut g);
+        }
+        g.flushing = true;
+        let start = g.buf_lsn;
+        let end = g
+            .unsynced_bindings
+            .front()
+            .map_or(g.tail, |&b| b.min(g.tail));
+        let bytes = self.sectors(&g, end);
+        drop(g);
+        let r = self.write_region(env, start, &bytes, "log.write_out");
+        g = self.inner.lock();
+        g.flushing = false;
+        match r {
+            Ok(()) => {
+                g.bytes_written += bytes.len() as u64;
+                g.written = g.written.max(end);
+                Self::let_go_before(&mut g, end);
+            }
+            Err(e) => return Err(self.fail(g, e)),
+        }
+        self.flushed.notify_all();
+        Ok(())
+    }
+
+    /// The buffer from its start to `end`, zero-padded to whole sectors.
+    fn sectors(&self, g: &Inner, end: u64) -> Vec<u8> {
+        let start = g.buf_lsn;
+        let mut bytes = Vec::with_capacity((ceil_sector(end) - start) as usize);
+        bytes.extend_from_slice(&g.buf[..(end - start) as usize]);
+        bytes.resize((ceil_sector(end) - start) as usize, 0);
+        bytes
+    }
+
+    /// Drops buffered bytes before the sector holding `lsn`: they are on
+    /// the device.
+    fn let_go_before(g: &mut Inner, lsn: u64) {
+        let keep_from = floor_sector(lsn);
+        if keep_from > g.buf_lsn {
+            let n = ((keep_from - g.buf_lsn) as usize).min(g.buf.len());
+            g.buf.drain(..n);
+            g.buf_lsn = keep_from;
+        }
+    }
+
+    /// A failed write or sync poisons the log: the caller that hit the
+    /// failure gets the device error; everyone after it gets `Poisoned`.
+    fn fail(&self, mut g: parking_lot::MutexGuard<'_, Inner>, e: Error) -> Error {
+        g.error = Some(e.to_string());
+        self.flushed.notify_all();
+        e
+    }
+
+    /// Writes `bytes` at LSN `start`; `phase` names it for the crash
+    /// tests (`log.write` for a sync's write, `log.write_out`).
+    fn write_region(
+        &self,
+        env: Env<'_>,
+        start: u64,
+        bytes: &[u8],
+        phase: &'static str,
+    ) -> Result<()> {
+        // Writes of a sync into space a checkpoint reclaimed are a phase of
+        // their own.
+        env.dev
+            .annotate(if start >= self.region_bytes && phase == "log.write" {
+                "log.write.reused"
+            } else {
+                phase
+            });
         let mut lsn = start;
         let mut rest = bytes;
         while !rest.is_empty() {
@@ -288,6 +415,10 @@ impl Log {
             rest = &rest[n..];
             lsn += n as u64;
         }
+        Ok(())
+    }
+
+    fn sync_device(env: Env<'_>) -> Result<()> {
         env.dev.annotate("log.sync");
         env.sync()?;
         env.dev.annotate("log.synced");
@@ -300,11 +431,10 @@ impl Log {
         let mut g = self.inner.lock();
         g.reclaimed = g.reclaimed.max(lsn);
         g.durable = g.durable.max(lsn);
-        let keep_from = floor_sector(lsn);
-        if !g.flushing && keep_from > g.buf_lsn {
-            let n = ((keep_from - g.buf_lsn) as usize).min(g.buf.len());
-            g.buf.drain(..n);
-            g.buf_lsn = keep_from;
+        g.written = g.written.max(lsn);
+        g.unsynced_bindings.retain(|&b| b >= lsn);
+        if !g.flushing {
+            Self::let_go_before(&mut g, lsn);
         }
     }
 }
