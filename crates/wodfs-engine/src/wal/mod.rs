@@ -84,6 +84,14 @@ struct Inner {
 }
 
 impl Inner {
+    /// How far a write-out may write: to the tail, or to the first binding
+    /// record not yet durable.
+    fn write_out_end(&self) -> u64 {
+        self.unsynced_bindings
+            .front()
+            .map_or(self.tail, |&b| b.min(self.tail))
+    }
+
     /// Bytes of the region in use (from the oldest byte still needed).
     fn used(&self) -> u64 {
         self.tail - self.reclaimed.min(self.buf_lsn)
@@ -326,11 +334,7 @@ impl Log {
             if let Some(e) = &g.error {
                 return Err(Error::Poisoned(e.clone()));
             }
-            let end = g
-                .unsynced_bindings
-                .front()
-                .map_or(g.tail, |&b| b.min(g.tail));
-            if g.written >= end {
+            if g.written >= g.write_out_end() {
                 return Ok(());
             }
             if !g.flushing {
@@ -340,10 +344,7 @@ impl Log {
         }
         g.flushing = true;
         let start = g.buf_lsn;
-        let end = g
-            .unsynced_bindings
-            .front()
-            .map_or(g.tail, |&b| b.min(g.tail));
+        let end = g.write_out_end();
         let bytes = self.sectors(&g, end);
         drop(g);
         let r = self.write_region(env, start, &bytes, "log.write_out");
