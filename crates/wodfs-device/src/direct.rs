@@ -225,15 +225,10 @@ fn is_aligned(offset: u64, len: usize, ptr: *const u8, unit: u64) -> bool {
         && (ptr as usize).is_multiple_of(MEM_ALIGN)
 }
 
-/// Writes `buf` at `offset` to a file opened with `O_DIRECT`, reading the
-/// partial sectors at either end first.
-pub(crate) fn write_at(file: &File, unit: u64, offset: u64, buf: &[u8]) -> io::Result<()> {
-    write_padded_at(file, unit, offset, buf, offset + buf.len() as u64)
-}
-
-/// [`write_at`] of bytes the caller owns up to `owned_to` past their end:
-/// a partial last sector that ends there or before is padded with zeros
-/// instead of read first.
+/// Writes `buf` at `offset` to a file opened with `O_DIRECT`, the caller
+/// owning the bytes up to `owned_to` (at least the end of `buf`): a
+/// partial last sector that ends there or before is padded with zeros,
+/// any other partial sector at either end is read first.
 pub(crate) fn write_padded_at(
     file: &File,
     unit: u64,

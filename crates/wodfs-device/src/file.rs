@@ -6,7 +6,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::{check_range, direct, residency, Device};
+use crate::{check_range, direct, padded_end, residency, Device};
 
 /// A device backed by a regular file or a block device, opened read-write.
 ///
@@ -185,6 +185,28 @@ impl FileDevice {
 }
 
 impl FileDevice {
+    /// Whether a stream's node write of `len` bytes goes direct
+    /// ([`FileDevice::direct_large_io`]).
+    fn streams_direct(&self, len: usize) -> bool {
+        self.direct_large_io && len >= direct::DIRECT_IO_MIN
+    }
+
+    /// Writes `buf` at `offset` through the direct descriptor where there
+    /// is one, the caller owning the bytes up to `owned_to`
+    /// ([`direct::write_padded_at`]); through the page cache otherwise.
+    fn write_direct_owned(&self, offset: u64, buf: &[u8], owned_to: u64) -> io::Result<()> {
+        match &self.direct {
+            // The read-modify-write of a partial last unit must not read
+            // past the end of the file.
+            Some((file, unit))
+                if (offset + buf.len() as u64).div_ceil(*unit) * unit <= self.size_bytes =>
+            {
+                direct::write_padded_at(file, *unit, offset, buf, owned_to)
+            }
+            _ => self.file.write_all_at(buf, offset),
+        }
+    }
+
     /// The direct descriptor and its unit, if a large read of `len` bytes
     /// at `offset` goes past the page cache: large I/O goes direct here
     /// ([`FileDevice::direct_large_io`]), the units around the bytes lie
@@ -307,7 +329,7 @@ impl Device for FileDevice {
     }
 
     fn write_stream_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        if self.direct_large_io && buf.len() >= direct::DIRECT_IO_MIN {
+        if self.streams_direct(buf.len()) {
             return self.write_direct_at(offset, buf);
         }
         self.write_at(offset, buf)
@@ -328,18 +350,13 @@ impl Device for FileDevice {
         stream: bool,
     ) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
-        let end = offset + buf.len() as u64;
-        let owned_to = end.next_multiple_of(pad_to).min(self.size_bytes).max(end);
-        if stream && self.direct_large_io && buf.len() >= direct::DIRECT_IO_MIN {
-            if let Some((file, unit)) = &self.direct {
-                if end.div_ceil(*unit) * unit <= self.size_bytes {
-                    return direct::write_padded_at(file, *unit, offset, buf, owned_to);
-                }
-            }
+        let owned_to = padded_end(offset, buf.len(), pad_to, self.size_bytes);
+        if stream && self.streams_direct(buf.len()) {
+            return self.write_direct_owned(offset, buf, owned_to);
         }
         // The page cache's pages are 4 KiB: pad only where that completes
         // the last page, else the padding saves no read.
-        let pad = (owned_to - end) as usize;
+        let pad = (owned_to - offset) as usize - buf.len();
         if pad == 0 || pad > ZEROS.len() || !owned_to.is_multiple_of(4096) {
             return self.file.write_all_at(buf, offset);
         }
@@ -394,15 +411,6 @@ impl Device for FileDevice {
 
     fn write_direct_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         check_range(offset, buf.len(), self.size_bytes)?;
-        match &self.direct {
-            // The read-modify-write of a partial last unit must not read
-            // past the end of the file.
-            Some((file, unit))
-                if (offset + buf.len() as u64).div_ceil(*unit) * unit <= self.size_bytes =>
-            {
-                direct::write_at(file, *unit, offset, buf)
-            }
-            _ => self.file.write_all_at(buf, offset),
-        }
+        self.write_direct_owned(offset, buf, offset + buf.len() as u64)
     }
 }

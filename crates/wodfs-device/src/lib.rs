@@ -107,8 +107,7 @@ pub trait Device: Send + Sync + std::fmt::Debug {
         pad_to: u64,
         stream: bool,
     ) -> io::Result<()> {
-        let end = offset + buf.len() as u64;
-        let padded = end.next_multiple_of(pad_to).min(self.size_bytes()).max(end);
+        let padded = padded_end(offset, buf.len(), pad_to, self.size_bytes());
         let mut whole = Vec::with_capacity((padded - offset) as usize);
         whole.extend_from_slice(buf);
         whole.resize((padded - offset) as usize, 0);
@@ -279,6 +278,14 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn annotate(&self, phase: &'static str) {
         (**self).annotate(phase)
     }
+}
+
+/// Where a [`Device::write_padded_at`] of `len` bytes at `offset` may
+/// write to on a device of `size` bytes: the next multiple of `pad_to`
+/// past the bytes, but not past the device's end.
+pub(crate) fn padded_end(offset: u64, len: usize, pad_to: u64, size: u64) -> u64 {
+    let end = offset + len as u64;
+    end.next_multiple_of(pad_to).min(size).max(end)
 }
 
 /// Checks that `[offset, offset + len)` lies inside a device of `size` bytes.

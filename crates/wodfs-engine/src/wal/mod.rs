@@ -14,7 +14,7 @@
 //! A full buffer is written out without a device sync ([`Log::write_out`]):
 //! it needs its memory back, not durability, and on some devices every
 //! sync stalls all other writes (an untar of the Linux tree synced 151
-//! times, 42 once full buffers were only written). The next sync makes
+//! times, 44 once full buffers were only written). The next sync makes
 //! those bytes durable with the rest.
 //!
 //! Flushes write whole sectors: from the start of the sector that holds
@@ -64,7 +64,7 @@ struct Inner {
     /// Everything before this is durable (in the log or a checkpoint).
     durable: u64,
     /// LSNs of binding records not yet durable, oldest first: a write-out
-    /// stops before the first (see [`Log::append`]).
+    /// stops before the first (see [`Log::append_bindings`]).
     unsynced_bindings: std::collections::VecDeque<u64>,
     /// Everything before this is on the device, durable or not, or no
     /// longer needed (at least `durable`): written by a sync or a
@@ -187,14 +187,7 @@ impl Log {
     /// the nodes it names must be durable before it is, and only a sync
     /// orders the two (its caller syncs the device between them).
     pub fn append_bindings(&self, payload: &[u8]) -> Result<bool> {
-        let at = self.position().0;
-        let appended = self.append_with(payload.len(), |_| Cow::Borrowed(payload))?;
-        if appended {
-            // Appends happen under the tree's write lock: nothing came
-            // between the position and the append.
-            self.inner.lock().unsynced_bindings.push_back(at);
-        }
-        Ok(appended)
+        self.append_with(payload.len(), true, |_| Cow::Borrowed(payload))
     }
 
     /// Appends a batch (`record::encode_batch`'s payload), packed into the
@@ -203,14 +196,16 @@ impl Log {
     /// [`packing::packed_bound`]).
     pub fn append_batch(&self, plain: &[u8]) -> Result<bool> {
         // Room is checked before packing: a packed batch is in the stream.
-        self.append_with(plain.len(), |packer| packer.pack(plain))
+        self.append_with(plain.len(), false, |packer| packer.pack(plain))
     }
 
     /// Appends the payload `logged` gives for `plain_len` bytes (counted
-    /// unpacked), if the region has room for it at its largest.
+    /// unpacked), if the region has room for it at its largest; a
+    /// `binding` record is listed as not yet durable.
     fn append_with<'a>(
         &self,
         plain_len: usize,
+        binding: bool,
         logged: impl FnOnce(&mut packing::Packer) -> Cow<'a, [u8]>,
     ) -> Result<bool> {
         let mut g = self.inner.lock();
@@ -222,6 +217,10 @@ impl Log {
         }
         let payload = logged(&mut g.packer);
         g.unpacked_since_restart += record::FRAME_HEADER_BYTES + plain_len as u64;
+        if binding {
+            let at = g.tail;
+            g.unsynced_bindings.push_back(at);
+        }
         Self::frame(&mut g, &payload);
         Ok(true)
     }
@@ -302,12 +301,10 @@ impl Log {
             g.flushing = false;
             match r {
                 Ok(()) => {
-                    g.bytes_written += bytes.len() as u64;
+                    Self::wrote(&mut g, bytes.len(), durable_to);
                     g.durable = g.durable.max(durable_to);
-                    g.written = g.written.max(durable_to);
                     let durable = g.durable;
                     g.unsynced_bindings.retain(|&lsn| lsn >= durable);
-                    Self::let_go_before(&mut g, durable_to);
                 }
                 Err(e) => return Err(self.fail(g, e)),
             }
@@ -351,11 +348,7 @@ impl Log {
         g = self.inner.lock();
         g.flushing = false;
         match r {
-            Ok(()) => {
-                g.bytes_written += bytes.len() as u64;
-                g.written = g.written.max(end);
-                Self::let_go_before(&mut g, end);
-            }
+            Ok(()) => Self::wrote(&mut g, bytes.len(), end),
             Err(e) => return Err(self.fail(g, e)),
         }
         self.flushed.notify_all();
@@ -369,6 +362,14 @@ impl Log {
         bytes.extend_from_slice(&g.buf[..(end - start) as usize]);
         bytes.resize((ceil_sector(end) - start) as usize, 0);
         bytes
+    }
+
+    /// A write of `len` device bytes put everything before `end` on the
+    /// device.
+    fn wrote(g: &mut Inner, len: usize, end: u64) {
+        g.bytes_written += len as u64;
+        g.written = g.written.max(end);
+        Self::let_go_before(g, end);
     }
 
     /// Drops buffered bytes before the sector holding `lsn`: they are on
