@@ -301,6 +301,38 @@ impl MsgBuffer {
         map.into_iter().map(|(k, list)| (k.into_vec(), list))
     }
 
+    /// Takes the point messages out as key/value pairs, in order, if the
+    /// buffer is open (its values are owned, not a frozen buffer's bytes),
+    /// holds no range delete and each key's only message is an insert;
+    /// otherwise leaves the buffer as it is and returns `None`.
+    pub fn take_lone_inserts(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        let Points::Open(map) = &self.points else {
+            return None;
+        };
+        let lone_insert = |l: &MsgList| {
+            matches!(
+                l.as_slice(),
+                [PointMsg {
+                    op: PointOp::Insert(_),
+                    ..
+                }]
+            )
+        };
+        if !self.ranges.is_empty() || !map.values().all(lone_insert) {
+            return None;
+        }
+        let map = std::mem::take(self.open());
+        self.recount();
+        Some(
+            map.into_iter()
+                .map(|(k, mut list)| match list.pop().map(|m| m.op) {
+                    Some(PointOp::Insert(v)) => (k.into_vec(), v),
+                    _ => unreachable!("checked above: a lone insert"),
+                })
+                .collect(),
+        )
+    }
+
     /// Number of keys with point messages.
     pub fn key_count(&self) -> usize {
         match &self.points {
@@ -783,6 +815,47 @@ mod tests {
 
     fn pm(msn: Msn, op: PointOp) -> PointMsg {
         PointMsg { msn, op }
+    }
+
+    /// Lone inserts are taken out as entries, in key order, leaving the
+    /// buffer empty; a buffer with another message (a delete, a patch),
+    /// a range delete, or frozen (its values are not owned) is left as it
+    /// was.
+    #[test]
+    fn lone_inserts_are_taken_and_anything_else_is_left() {
+        let inserts = || -> Vec<(Vec<u8>, PointMsg)> {
+            (0u8..5)
+                .rev()
+                .map(|i| (vec![i], pm(u64::from(i), PointOp::Insert(vec![i; 3]))))
+                .collect()
+        };
+        let mut b = MsgBuffer::from_points(inserts());
+        let taken = b.take_lone_inserts().expect("lone inserts");
+        let want: Vec<(Vec<u8>, Vec<u8>)> = (0u8..5).map(|i| (vec![i], vec![i; 3])).collect();
+        assert_eq!(taken, want);
+        assert!(b.is_empty() && b.bytes() == 0);
+
+        let mut with_delete = inserts();
+        with_delete.push((vec![9], pm(9, PointOp::Delete)));
+        let mut with_patch = inserts();
+        let patch = PointOp::Patch {
+            offset: 1,
+            data: vec![1],
+        };
+        with_patch.push((vec![9], pm(9, patch)));
+        let mut ranged = MsgBuffer::from_points(inserts());
+        ranged.put_range_delete(vec![7], vec![8], 9);
+        for mut b in [
+            MsgBuffer::from_points(with_delete),
+            MsgBuffer::from_points(with_patch),
+            ranged,
+            MsgBuffer::from_points(inserts()).frozen_copy(),
+        ] {
+            let before = b.clone();
+            assert!(b.take_lone_inserts().is_none());
+            assert_eq!(b, before);
+            assert_eq!(b.bytes(), before.bytes());
+        }
     }
 
     /// A seeded generator of numbers below its argument (a 64-bit LCG).

@@ -178,10 +178,13 @@ pub fn serve(
     fs.checkpoint()
         .map_err(|e| io::Error::other(e.to_string()))?;
     let stats = fs.tree().stats();
+    let (log_syncs, log_write_outs) = fs.tree().log_syncs_and_write_outs();
     log::info!(
-        "unmounted; checkpoint written. {} batches. Device writes since mount: log {} MiB, nodes {} MiB ({} nodes; {} MiB more in {} nodes written and dropped as stale; {} checkpoints)",
+        "unmounted; checkpoint written. {} batches. Device writes since mount: log {} MiB ({} syncs, {} write-outs), nodes {} MiB ({} nodes; {} MiB more in {} nodes written and dropped as stale; {} checkpoints)",
         stats.batches,
         fs.tree().log_bytes_written() >> 20,
+        log_syncs,
+        log_write_outs,
         stats.node_bytes_written >> 20,
         stats.node_writes,
         stats.stale_bytes_written >> 20,

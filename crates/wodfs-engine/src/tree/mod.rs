@@ -1376,6 +1376,11 @@ impl Tree {
         self.shared.log.bytes_written()
     }
 
+    /// The log's device syncs and write-outs since open.
+    pub fn log_syncs_and_write_outs(&self) -> (u64, u64) {
+        self.shared.log.syncs_and_write_outs()
+    }
+
     /// Bytes of the log region in use, counted as the checkpoint triggers
     /// count them (what replay would apply: records logged since the last
     /// checkpoint at their unpacked size), and its size.

@@ -1314,6 +1314,11 @@ fn apply_to_leaf(
     how: Apply,
     partition_bytes: usize,
 ) -> LeafChange {
+    if how == Apply::Merge {
+        if let Some(change) = append_owned(node, &mut buf, partition_bytes) {
+            return change;
+        }
+    }
     let ranges = std::mem::take(&mut buf.ranges);
     // Borrowed: a buffer read from disk is not decoded into a map first
     // (that and freeing it again cost random inserts 9 % of their time).
@@ -1397,6 +1402,56 @@ fn apply_to_leaf(
         drop_later(buf);
     }
     change
+}
+
+/// Values at least this large on average make a run of inserts past a
+/// leaf's last key go into open basements by move
+/// ([`Basement::append_owned_in_pieces`]): a file's blocks. Smaller ones
+/// (metadata) stay frozen, where an entry costs no allocation of its own.
+const APPEND_OWNED_MIN_VALUE_BYTES: usize = 1024;
+
+/// [`apply_to_leaf`] for a buffer of lone inserts with large values, all
+/// past the leaf's last key (a stream's run of blocks): its values move
+/// into the last basement and new ones after it. `None`, with the
+/// buffer untouched, for any other buffer.
+fn append_owned(
+    node: &mut Node,
+    buf: &mut MsgBuffer,
+    partition_bytes: usize,
+) -> Option<LeafChange> {
+    let keys = buf.key_count();
+    if keys == 0 || buf.bytes() < keys * APPEND_OWNED_MIN_VALUE_BYTES {
+        return None;
+    }
+    let j = node.parts.len() - 1;
+    let last_key = (0..node.parts.len())
+        .rev()
+        .find_map(|i| node.basement(i).last_key());
+    let (first, _) = buf.lists().next()?;
+    // Past the last key, and in the last basement's range (the basements
+    // after the last key may be empty).
+    if last_key.is_some_and(|last| first <= last) || j > 0 && first < node.pivots[j - 1].as_slice()
+    {
+        return None;
+    }
+    let entries = buf.take_lone_inserts()?;
+    let before = node.span_tally(j..j + 1);
+    let pieces = node
+        .basement_mut(j)
+        .append_owned_in_pieces(entries, partition_bytes);
+    let added = pieces.len();
+    let (pivots, parts): (Vec<_>, Vec<_>) = pieces
+        .into_iter()
+        .map(|(pivot, b)| (pivot, PartSlot::loaded(Part::Basement(b))))
+        .unzip();
+    node.pivots.extend(pivots);
+    node.parts.extend(parts);
+    let end = reshape_basements(node, j..j + 1 + added, partition_bytes);
+    Some(LeafChange {
+        appended: true,
+        before,
+        after: node.span_tally(j..end),
+    })
 }
 
 /// What [`apply_to_leaf`] did to a leaf.
@@ -1584,6 +1639,81 @@ mod tests {
     use super::even_runs;
     use crate::basement::fill_runs;
     use proptest::prelude::*;
+
+    /// A stream's run of blocks past a leaf's last key moves into open
+    /// basements (the last one and new ones after it), each within its
+    /// pivots and its size, and the change's tallies account for it; a
+    /// run of small values or one that is not past the last key is merged
+    /// into frozen basements as before.
+    #[test]
+    fn a_run_of_blocks_past_the_last_key_moves_into_open_basements() {
+        use super::{apply_to_leaf, build_leaf, Apply};
+        use crate::buffer::MsgBuffer;
+        use crate::msg::{PointMsg, PointOp};
+        let part = 16 << 10;
+        let key = |i: u32| i.to_be_bytes().to_vec();
+        let run = |keys: std::ops::Range<u32>, len: usize| -> Vec<(Vec<u8>, PointMsg)> {
+            keys.map(|i| {
+                let op = PointOp::Insert(vec![i as u8; len]);
+                (key(i), PointMsg { msn: 1, op })
+            })
+            .collect()
+        };
+        let rows = |n: &crate::node::Node| -> Vec<(Vec<u8>, Vec<u8>)> {
+            (0..n.parts.len())
+                .flat_map(|j| n.basement(j).iter().map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect()
+        };
+        let old: Vec<(Vec<u8>, Vec<u8>)> = (0..10).map(|i| (key(i), vec![i as u8; 4096])).collect();
+        for (keys, len, owned) in [
+            (10..74, 4096, true),
+            (10..300, 100, false),
+            (5..69, 4096, false),
+        ] {
+            let mut leaf = build_leaf(Vec::new(), old.clone(), part);
+            let before = leaf.tally();
+            let msgs = run(keys.clone(), len);
+            let mut want: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+                old.iter().cloned().collect();
+            for (k, m) in &msgs {
+                let PointOp::Insert(v) = &m.op else {
+                    unreachable!()
+                };
+                want.insert(k.clone(), v.clone());
+            }
+            let change = apply_to_leaf(&mut leaf, MsgBuffer::from_points(msgs), Apply::Merge, part);
+            assert_eq!(
+                rows(&leaf),
+                want.into_iter().collect::<Vec<_>>(),
+                "{keys:?}"
+            );
+            let after = leaf.tally();
+            assert_eq!(
+                before.content - change.before.content + change.after.content,
+                after.content
+            );
+            assert_eq!(
+                before.entries - change.before.entries + change.after.entries,
+                after.entries
+            );
+            assert_eq!(before.mem - change.before.mem + change.after.mem, after.mem);
+            for j in 0..leaf.parts.len() {
+                let b = leaf.basement(j);
+                assert!(b.len() == 1 || b.bytes() <= 2 * part, "basement {j}");
+                assert!(j == 0 || b.iter().all(|(k, _)| k >= leaf.pivots[j - 1].as_slice()));
+                assert!(
+                    j + 1 == leaf.parts.len()
+                        || b.iter().all(|(k, _)| k < leaf.pivots[j].as_slice())
+                );
+                let holds_new = b.iter().any(|(k, _)| k >= key(10).as_slice());
+                assert_eq!(
+                    b.frozen_raw().is_none(),
+                    owned && holds_new,
+                    "{keys:?}: basement {j}"
+                );
+            }
+        }
+    }
 
     proptest! {
         /// Sorting through (head, index) pairs orders as a stable sort of

@@ -73,6 +73,9 @@ struct Inner {
     flushing: bool,
     /// Bytes this log has written to the device (write amplification).
     bytes_written: u64,
+    /// Device syncs of this log's syncs, and its write-outs, since open.
+    syncs: u64,
+    write_outs: u64,
     /// The last durable checkpoint's LSN: replay starts here.
     reclaimed: u64,
     error: Option<String>,
@@ -132,6 +135,8 @@ impl Log {
                 unsynced_bindings: Default::default(),
                 flushing: false,
                 bytes_written: 0,
+                syncs: 0,
+                write_outs: 0,
                 reclaimed,
                 error: None,
                 packer: packing::Packer::new(),
@@ -165,6 +170,12 @@ impl Log {
     /// Bytes written to the device by this log since open.
     pub fn bytes_written(&self) -> u64 {
         self.inner.lock().bytes_written
+    }
+
+    /// Device syncs and write-outs ([`Log::write_out`]) since open.
+    pub fn syncs_and_write_outs(&self) -> (u64, u64) {
+        let g = self.inner.lock();
+        (g.syncs, g.write_outs)
     }
 
     /// Unwritten bytes at which the buffer is written out: at most 1/64
@@ -301,6 +312,7 @@ impl Log {
             g.flushing = false;
             match r {
                 Ok(()) => {
+                    g.syncs += 1;
                     Self::wrote(&mut g, bytes.len(), durable_to);
                     g.durable = g.durable.max(durable_to);
                     let durable = g.durable;
@@ -348,7 +360,10 @@ impl Log {
         g = self.inner.lock();
         g.flushing = false;
         match r {
-            Ok(()) => Self::wrote(&mut g, bytes.len(), end),
+            Ok(()) => {
+                g.write_outs += 1;
+                Self::wrote(&mut g, bytes.len(), end);
+            }
             Err(e) => return Err(self.fail(g, e)),
         }
         self.flushed.notify_all();
