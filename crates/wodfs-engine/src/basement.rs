@@ -371,7 +371,7 @@ impl Basement {
             std::iter::once(0..sizes.len()).collect()
         };
         let mut entries = entries.into_iter();
-        let mut runs = cuts.iter().peekable();
+        let mut runs = cuts.iter();
         if !keep_old {
             // The head: this basement's entries and the first new ones.
             let head = runs.next().expect("fill_runs returns a run");
@@ -722,13 +722,7 @@ mod tests {
     /// one), overwrites, deletes and range deletes.
     #[test]
     fn a_merge_in_pieces_holds_what_one_merge_holds() {
-        let mut seed = 11u64;
-        let mut below = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut below = crate::test_bytes::below(11);
         let (mut cut, mut kept_apart) = (0, 0);
         for round in 0..300 {
             let old_n = below(60);
@@ -822,13 +816,7 @@ mod tests {
     /// everything in the basement, for the leaf to cut.
     #[test]
     fn owned_appends_are_cut_as_a_merge_in_pieces_cuts() {
-        let mut seed = 5u64;
-        let mut below = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut below = crate::test_bytes::below(5);
         let (mut cut, mut kept_apart, mut merged, mut left_whole) = (0, 0, 0, 0);
         for round in 0..400 {
             let old_n = below(30);

@@ -812,6 +812,7 @@ fn push_patch_or(list: &mut MsgList, msg: PointMsg) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_bytes::below;
 
     fn pm(msn: Msn, op: PointOp) -> PointMsg {
         PointMsg { msn, op }
@@ -855,17 +856,6 @@ mod tests {
             assert!(b.take_lone_inserts().is_none());
             assert_eq!(b, before);
             assert_eq!(b.bytes(), before.bytes());
-        }
-    }
-
-    /// A seeded generator of numbers below its argument (a 64-bit LCG).
-    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
-        let mut x = seed;
-        move |n| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
         }
     }
 

@@ -814,6 +814,10 @@ fn a_full_log_buffer_is_written_out_without_a_device_sync() {
     let log_bytes = tree.log_bytes_written();
     assert_eq!(synced.write_bytes, log_bytes, "{synced:?}");
     assert!(log_bytes < 1_000 * 1_100 + 16 * 512, "{log_bytes}");
+    // The log's own counts (printed at unmount) say the same.
+    let (log_syncs, write_outs) = tree.log_syncs_and_write_outs();
+    assert_eq!(log_syncs, 1);
+    assert_eq!(write_outs, filled.writes);
     drop(tree);
     // What was written out and then synced comes back.
     let tree = Tree::open(Box::new(dev.clone()), 64 << 20).unwrap();

@@ -73,7 +73,7 @@ struct Inner {
     flushing: bool,
     /// Bytes this log has written to the device (write amplification).
     bytes_written: u64,
-    /// Device syncs of this log's syncs, and its write-outs, since open.
+    /// This log's syncs (one device sync each) and write-outs since open.
     syncs: u64,
     write_outs: u64,
     /// The last durable checkpoint's LSN: replay starts here.
