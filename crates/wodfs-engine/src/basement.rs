@@ -287,16 +287,9 @@ impl Basement {
         let last = f.len().checked_sub(1).map(|i| f.key(i));
         let appends = ranges.is_empty()
             && last.is_some_and(|last| msgs.first().is_some_and(|(k, _)| *k > last));
-        let half = piece_bytes / 2;
-        let keep_old = appends && self.bytes >= half && msgs_bytes(msgs) >= half;
+        let keep_old = appends && kept_apart(self.bytes, msgs_bytes(msgs), piece_bytes);
         let out = merged(f, keep_old, msgs, ranges);
-        let entry_sizes = || out.iter().map(|(k, v)| entry_bytes(k, v));
-        // Most merges are not cut: sized without allocating.
-        let cuts = if entry_sizes().sum::<usize>() > piece_bytes.saturating_mul(2) {
-            fill_runs(&entry_sizes().collect::<Vec<_>>(), piece_bytes)
-        } else {
-            std::iter::once(0..out.len()).collect()
-        };
+        let cuts = piece_runs(out.iter().map(|(k, v)| entry_bytes(k, v)), piece_bytes);
         let build = |run: &std::ops::Range<usize>| {
             Basement::from_frozen(FrozenBasement::build(
                 out[run.clone()].iter().map(|(k, v)| (*k, v.as_ref())),
@@ -350,26 +343,18 @@ impl Basement {
         debug_assert!(self
             .last_key()
             .is_none_or(|last| entries.first().is_none_or(|(k, _)| k.as_slice() > last)));
-        let new_sizes: Vec<usize> = entries.iter().map(|(k, v)| entry_bytes(k, v)).collect();
-        let half = piece_bytes / 2;
+        let new_sizes = entries.iter().map(|(k, v)| entry_bytes(k, v));
         let keep_old =
-            self.len() > 0 && self.bytes >= half && new_sizes.iter().sum::<usize>() >= half;
-        // The sizes of what the pieces are cut from: the old entries too
-        // unless they stay as they are.
+            self.len() > 0 && kept_apart(self.bytes, new_sizes.clone().sum(), piece_bytes);
+        // What the pieces are cut from: the old entries too unless they
+        // stay as they are.
         let old = if keep_old { 0 } else { self.len() };
-        let sizes: Vec<usize> = if keep_old {
-            new_sizes
-        } else {
-            self.iter()
-                .map(|(k, v)| entry_bytes(k, v))
-                .chain(new_sizes)
-                .collect()
-        };
-        let cuts = if sizes.iter().sum::<usize>() > piece_bytes.saturating_mul(2) {
-            fill_runs(&sizes, piece_bytes)
-        } else {
-            std::iter::once(0..sizes.len()).collect()
-        };
+        let old_sizes: Vec<usize> = self
+            .iter()
+            .take(old)
+            .map(|(k, v)| entry_bytes(k, v))
+            .collect();
+        let cuts = piece_runs(old_sizes.iter().copied().chain(new_sizes), piece_bytes);
         let mut entries = entries.into_iter();
         let mut runs = cuts.iter();
         if !keep_old {
@@ -548,6 +533,28 @@ fn msgs_bytes(msgs: &[(&[u8], ListRef<'_>)]) -> usize {
             _ => k.len(),
         })
         .sum()
+}
+
+/// Whether entries appended past a basement's last key become basements
+/// of their own, leaving it as it is: both fill half a piece.
+fn kept_apart(old_bytes: usize, new_bytes: usize, piece_bytes: usize) -> bool {
+    let half = piece_bytes / 2;
+    old_bytes >= half && new_bytes >= half
+}
+
+/// Where a merge's entries of these sizes are cut into basements: only
+/// if they would be larger than two pieces, as `reshape_basements` cuts
+/// an open basement (most merges are not cut: sized without
+/// allocating), and then into runs that fill a piece each.
+fn piece_runs<I>(sizes: I, piece_bytes: usize) -> Vec<std::ops::Range<usize>>
+where
+    I: Iterator<Item = usize> + Clone,
+{
+    if sizes.clone().sum::<usize>() > piece_bytes.saturating_mul(2) {
+        fill_runs(&sizes.collect::<Vec<_>>(), piece_bytes)
+    } else {
+        std::iter::once(0..sizes.count()).collect()
+    }
 }
 
 /// Cuts items of the given sizes into runs of at most `limit` bytes

@@ -1323,9 +1323,7 @@ fn apply_to_leaf(
     // Borrowed: a buffer read from disk is not decoded into a map first
     // (that and freeing it again cost random inserts 9 % of their time).
     let points: Vec<(&[u8], ListRef<'_>)> = buf.lists().collect();
-    let last_key = (0..node.parts.len())
-        .rev()
-        .find_map(|j| node.basement(j).last_key());
+    let last_key = leaf_last_key(node);
     let appended = ranges.is_empty()
         && points
             .first()
@@ -1404,6 +1402,13 @@ fn apply_to_leaf(
     change
 }
 
+/// A leaf's last key (the basements after it may be empty).
+fn leaf_last_key(node: &Node) -> Option<&[u8]> {
+    (0..node.parts.len())
+        .rev()
+        .find_map(|j| node.basement(j).last_key())
+}
+
 /// Values at least this large on average make a run of inserts past a
 /// leaf's last key go into open basements by move
 /// ([`Basement::append_owned_in_pieces`]): a file's blocks. Smaller ones
@@ -1424,9 +1429,7 @@ fn append_owned(
         return None;
     }
     let j = node.parts.len() - 1;
-    let last_key = (0..node.parts.len())
-        .rev()
-        .find_map(|i| node.basement(i).last_key());
+    let last_key = leaf_last_key(node);
     let (first, _) = buf.lists().next()?;
     // Past the last key, and in the last basement's range (the basements
     // after the last key may be empty).
