@@ -21,6 +21,7 @@ mod checkpoint;
 mod drop_later;
 mod flush_ahead;
 pub(crate) mod frame;
+mod in_flight;
 mod query;
 mod read_ahead;
 mod read_pattern;
@@ -1104,9 +1105,7 @@ impl Tree {
             .collect();
         blocks.sort_unstable();
         blocks.dedup();
-        for chunk in blocks.chunks(1) {
-            self.write_back_unlocked(chunk, writeback::For::Binding)?;
-        }
+        self.write_back_unlocked(&blocks, writeback::For::Binding)?;
         Ok(from)
     }
 

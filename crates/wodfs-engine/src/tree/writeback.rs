@@ -38,6 +38,10 @@
 //! (1,013 MiB in 255 nodes). The page cache absorbed the second copy
 //! while nodes were written through it; writing them direct showed it.
 //!
+//! A call with several nodes (a sync's binding pass) encodes each while
+//! the ones before it are written, up to four nodes' worth at once
+//! (`in_flight`); all of them are committed together at the end.
+//!
 //! Four users: the write-back thread, which takes the nodes eviction
 //! queues (so request threads hand the work to the other core instead of
 //! doing it); a writer the thread cannot keep up with, which writes the
@@ -53,6 +57,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::cache::CacheEntry;
+use super::in_flight::{in_flight_bytes, InFlight};
 use super::state::{Env, State};
 use super::Tree;
 use crate::error::Result;
@@ -319,17 +324,6 @@ impl Drop for WritingClaim<'_> {
     }
 }
 
-/// A node being written: its entry as snapshot, its image, its extent.
-struct Job {
-    b: BlockNum,
-    entry: Arc<CacheEntry>,
-    image: crate::format::node::NodeImage,
-    extent: Option<Extent>,
-    /// Space set aside when the node was queued; `extent` is at its start
-    /// when the image fit.
-    space: Option<Reserved>,
-}
-
 /// The outcome of writing one node back, applied under the write lock
 /// ([`State::apply_commit`]): the block moves to the new extent if the
 /// cached node is still the version that was written; otherwise, or if
@@ -356,6 +350,28 @@ struct Encoded {
     extent: Option<Extent>,
     /// The image reached the device (and so may be committed).
     written: bool,
+}
+
+/// Records the writes that ended: a commit's image counts as written
+/// only if its write succeeded; the first error is kept.
+fn settle(
+    ended: Vec<(Commit, Result<()>)>,
+    commits: &mut Vec<Commit>,
+    failed: &mut Option<crate::error::Error>,
+) {
+    for (mut c, r) in ended {
+        match r {
+            Ok(()) => {
+                if let Some(e) = &mut c.encoded {
+                    e.written = true;
+                }
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+        commits.push(c);
+    }
 }
 
 impl State {
@@ -470,46 +486,6 @@ impl Tree {
                 .collect()
         };
         let space_of = |b: BlockNum| handoffs.iter().find(|h| h.b == b).and_then(|h| h.space);
-        let mut jobs: Vec<Job> = entries
-            .into_iter()
-            .map(|(b, entry)| {
-                let image =
-                    encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes);
-                Job {
-                    b,
-                    entry,
-                    image,
-                    extent: None,
-                    space: space_of(b),
-                }
-            })
-            .collect();
-        let mut unplaced = false;
-        for j in &mut jobs {
-            let image = &j.image;
-            j.extent = j
-                .space
-                .map(|r| (r, image.extent_at(r.offset)))
-                .and_then(|(r, x)| (x.len <= r.len).then_some(x));
-            unplaced |= j.extent.is_none();
-        }
-        if unplaced {
-            let mut st = self.shared.state.write();
-            for j in jobs.iter_mut().filter(|j| j.extent.is_none()) {
-                if let Some(r) = j.space.take() {
-                    st.table.release(r.offset, r.len);
-                }
-                if !st.cache.is_current(j.b, &j.entry) {
-                    continue;
-                }
-                // No room: the node stays dirty; the checkpoint's reserve
-                // and admission control deal with a full device.
-                if let Ok(offset) = st.table.allocate(j.image.bytes.len() as u64) {
-                    j.extent = Some(j.image.extent_at(offset));
-                }
-            }
-        }
-        let mut failed = None;
         env.dev.annotate(match why {
             For::Queue => "writeback",
             For::Checkpoint => "checkpoint.nodes",
@@ -517,49 +493,54 @@ impl Tree {
             For::Writer => "writeback.writer",
         });
         let queued = thread.is_some();
+        // A binding pass writes the leaves holding a sequential stream's
+        // values.
+        let stream = why == For::Binding;
+        let mut failed = None;
         let mut commits = Vec::with_capacity(handoffs.len());
-        for j in jobs {
-            let Job {
-                b,
-                entry,
-                mut image,
-                extent,
-                space,
-            } = j;
-            // The snapshot is not needed past its image: a writer taking
-            // the node meanwhile then need not copy it.
-            let version = entry.version;
-            drop(entry);
-            let mut written = false;
-            // A node the writer changed while it was encoded is not
-            // written: the commit would drop it as stale anyway. (A
-            // checkpoint's first pass over a file system's hot nodes
-            // wrote 171-191 MiB of such copies per Postmark run.)
-            let changed = self.shared.cache.version(b) != Some((version, true));
-            if let (Some(x), None, false) = (extent, &failed, changed) {
-                // A binding pass writes the leaves holding a sequential
-                // stream's values.
-                let r = env.write_image(x.offset, &image.bytes, why == For::Binding);
-                match r {
-                    Ok(()) => written = true,
-                    Err(e) => failed = Some(e),
+        let inline = entries.len() == 1;
+        std::thread::scope(|s| {
+            // The next node is encoded while the ones before it are
+            // written (see `in_flight`).
+            let mut writes = InFlight::new(s, in_flight_bytes(env.cfg.node_bytes), inline);
+            for (b, entry) in entries {
+                let mut image =
+                    encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes);
+                let (extent, space) = self.place(b, &entry, &image, space_of(b));
+                // The snapshot is not needed past its image: a writer
+                // taking the node meanwhile then need not copy it.
+                let version = entry.version;
+                drop(entry);
+                // A node the writer changed while it was encoded is not
+                // written: the commit would drop it as stale anyway. (A
+                // checkpoint's first pass over a file system's hot nodes
+                // wrote 171-191 MiB of such copies per Postmark run.)
+                let changed = self.shared.cache.version(b) != Some((version, true));
+                let bytes = std::mem::take(&mut image.bytes);
+                let commit = Commit {
+                    b,
+                    encoded: Some(Encoded {
+                        version,
+                        image,
+                        image_len: bytes.len(),
+                        extent,
+                        written: false,
+                    }),
+                    space,
+                    queued,
+                };
+                match extent {
+                    Some(x) if failed.is_none() && !changed => {
+                        let len = bytes.len();
+                        let write = move || env.write_image(x.offset, &bytes, stream);
+                        let ended = writes.submit(len, commit, write);
+                        settle(ended, &mut commits, &mut failed);
+                    }
+                    _ => commits.push(commit),
                 }
             }
-            let image_len = image.bytes.len();
-            image.bytes = Vec::new();
-            commits.push(Commit {
-                b,
-                encoded: Some(Encoded {
-                    version,
-                    image,
-                    image_len,
-                    extent,
-                    written,
-                }),
-                space,
-                queued,
-            });
-        }
+            settle(writes.finish(), &mut commits, &mut failed);
+        });
         // The thread's nodes it did not encode: their queue entries end and
         // their space goes back.
         if queued {
@@ -598,6 +579,36 @@ impl Tree {
             Some(e) => self.poison(Err(e)),
             None => Ok(()),
         }
+    }
+
+    /// Where `image` (of node `b` as `entry` holds it) goes: at the start
+    /// of the space set aside for it if it fits there, else an extent
+    /// allocated under the lock (giving that space back), or none if the
+    /// node changed meanwhile or the device has no room (the node stays
+    /// dirty; the checkpoint's reserve and admission control deal with a
+    /// full device). Returns the extent and the space still set aside.
+    fn place(
+        &self,
+        b: BlockNum,
+        entry: &Arc<CacheEntry>,
+        image: &crate::format::node::NodeImage,
+        space: Option<Reserved>,
+    ) -> (Option<Extent>, Option<Reserved>) {
+        if let Some(r) = space {
+            let x = image.extent_at(r.offset);
+            if x.len <= r.len {
+                return (Some(x), space);
+            }
+        }
+        let mut st = self.shared.state.write();
+        if let Some(r) = space {
+            st.table.release(r.offset, r.len);
+        }
+        if !st.cache.is_current(b, entry) {
+            return (None, None);
+        }
+        let offset = st.table.allocate(image.bytes.len() as u64).ok();
+        (offset.map(|o| image.extent_at(o)), None)
     }
 
     /// Starts the write-back thread: from now on eviction queues dirty
