@@ -20,11 +20,6 @@ use crate::error::Result;
 /// copies): 16 MiB of 4 MiB nodes.
 pub(crate) const IN_FLIGHT_NODES: usize = 4;
 
-/// The bytes that makes with `node_bytes` nodes.
-pub(crate) fn in_flight_bytes(node_bytes: usize) -> usize {
-    IN_FLIGHT_NODES * node_bytes
-}
-
 /// Writes under way, each with what the caller needs once it ends (`T`).
 pub(crate) struct InFlight<'scope, 'env, T> {
     scope: &'scope Scope<'scope, 'env>,

@@ -57,7 +57,7 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex};
 
 use super::cache::CacheEntry;
-use super::in_flight::{in_flight_bytes, InFlight};
+use super::in_flight::{InFlight, IN_FLIGHT_NODES};
 use super::state::{Env, State};
 use super::Tree;
 use crate::error::Result;
@@ -502,7 +502,7 @@ impl Tree {
         std::thread::scope(|s| {
             // The next node is encoded while the ones before it are
             // written (see `in_flight`).
-            let mut writes = InFlight::new(s, in_flight_bytes(env.cfg.node_bytes), inline);
+            let mut writes = InFlight::new(s, IN_FLIGHT_NODES * env.cfg.node_bytes, inline);
             for (b, entry) in entries {
                 let mut image =
                     encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes);
