@@ -7,6 +7,7 @@
 //! Accounting is by `Node::tally`, updated on every put and partition
 //! load; eviction runs between operations (see `State::evict`).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -109,7 +110,22 @@ pub(crate) struct Cache {
     bytes: AtomicUsize,
     dirty_bytes: AtomicUsize,
     clock: AtomicU64,
+    /// Nodes a scan left behind that have left the cache since, with
+    /// when the scan left them, the last [`LEFT_BEHIND_GONE`] of them: a
+    /// read-ahead thread that starts late must still see that the scan
+    /// has been through its leaf ([`Cache::left_behind_since`]). Without
+    /// this, a leaf a scan read itself, left behind and eviction dropped
+    /// whole (the first thing eviction takes) looked to a read-ahead
+    /// thread that got the CPU only then like a leaf nobody had read, and
+    /// it read it a second time (the io_counts scan tests, once in a few
+    /// dozen runs on a loaded machine).
+    left_behind_gone: Mutex<VecDeque<(BlockNum, u64)>>,
 }
+
+/// How many evicted nodes [`Cache::left_behind_since`] remembers: a
+/// scan's read-ahead runs a few leaves ahead of it, so a late thread's
+/// leaf is among the last few the scan left.
+const LEFT_BEHIND_GONE: usize = 64;
 
 impl Cache {
     pub fn bytes(&self) -> usize {
@@ -150,6 +166,21 @@ impl Cache {
         if let Some(e) = self.map.lock().get(&b) {
             e.left_behind.store(self.tick(), Ordering::Relaxed);
         }
+    }
+
+    /// Has a scan left node `b` behind ([`Cache::used_up`]) after time
+    /// `t`, whether `b` is still cached or was evicted since
+    /// ([`CacheEntry::left_behind_since`])?
+    pub fn left_behind_since(&self, b: BlockNum, t: u64) -> bool {
+        if let Some(e) = self.peek(b) {
+            return e.left_behind_since(t);
+        }
+        self.left_behind_gone
+            .lock()
+            .iter()
+            .rev()
+            .find(|(gone, _)| *gone == b)
+            .is_some_and(|(_, left)| *left > t)
     }
 
     /// Nodes a scan has left behind ([`Cache::used_up`]) and nobody has
@@ -381,6 +412,14 @@ impl Cache {
     pub fn take_tallied(&self, b: BlockNum) -> Option<(Node, Option<Tally>)> {
         let e = self.map.lock().remove(&b)?;
         self.unaccount(&e);
+        let left = e.left_behind.load(Ordering::Relaxed);
+        if left > 0 {
+            let mut gone = self.left_behind_gone.lock();
+            if gone.len() == LEFT_BEHIND_GONE {
+                gone.pop_front();
+            }
+            gone.push_back((b, left));
+        }
         let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
         Some((e.node, e.dirty.then_some(e.tally)))
     }
@@ -500,5 +539,36 @@ mod tests {
         assert!(entry.left_behind_since(before));
         let after = cache.now();
         assert!(!entry.left_behind_since(after));
+    }
+
+    /// A node a scan left behind is still known as left behind after
+    /// eviction took it, until a newer entry for the block is put; the
+    /// memory of evicted nodes is bounded.
+    #[test]
+    fn left_behind_outlives_eviction() {
+        let cache = Cache::default();
+        cache.put(7, node(0), false);
+        cache.put(8, node(0), false);
+        let before = cache.now();
+        cache.used_up(7);
+        cache.take(7);
+        cache.take(8);
+        assert!(cache.left_behind_since(7, before));
+        assert!(!cache.left_behind_since(8, before), "never left behind");
+        assert!(!cache.left_behind_since(7, cache.now()));
+        cache.put(7, node(0), false);
+        assert!(!cache.left_behind_since(7, before), "a new entry");
+        cache.take(7);
+        for b in 100..100 + LEFT_BEHIND_GONE as BlockNum {
+            cache.put(b, node(0), false);
+            cache.used_up(b);
+            cache.take(b);
+        }
+        assert!(cache.left_behind_since(100, before));
+        cache.put(1_000, node(0), false);
+        cache.used_up(1_000);
+        cache.take(1_000);
+        assert!(!cache.left_behind_since(100, before), "forgotten");
+        assert_eq!(cache.left_behind_gone.lock().len(), LEFT_BEHIND_GONE);
     }
 }

@@ -203,11 +203,7 @@ impl State {
             // Looked at under the claim: no other thread loads it meanwhile.
             // A leaf the reader has gone past since it asked is neither
             // loaded again nor made recent.
-            let passed = || {
-                self.cache
-                    .peek(b)
-                    .is_some_and(|e| e.left_behind_since(want.asked_at))
-            };
+            let passed = || self.cache.left_behind_since(b, want.asked_at);
             if let Some(_loading) = env.loading.claim(b).filter(|_| !passed()) {
                 match self.cache.get(b) {
                     Some(entry) if !entry.node.is_fully_loaded() => {
