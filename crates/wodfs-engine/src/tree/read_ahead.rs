@@ -324,7 +324,9 @@ impl Tree {
                 past_loaded: false,
                 asked_at: st.cache.now(),
             };
-            self.spawn_detached(st, start, None, want);
+            if self.spawn_detached(st, start, None, want) {
+                shared.stats.add_sweep_read_ahead();
+            }
         }
     }
 
@@ -365,15 +367,16 @@ impl Tree {
 
     /// Loads the leaves `want` says from `lo` (below `hi`) into the cache
     /// on a thread nobody joins, unless [`DETACHED_MAX`] such threads run
-    /// or the cache has no room for another leaf.
-    fn spawn_detached(&self, st: &State, lo: Vec<u8>, hi: Option<Vec<u8>>, want: Want) {
+    /// or the cache has no room for another leaf. Returns whether it
+    /// started the thread.
+    fn spawn_detached(&self, st: &State, lo: Vec<u8>, hi: Option<Vec<u8>>, want: Want) -> bool {
         if !st.make_room_for_leaf(self.env()) {
-            return;
+            return false;
         }
         let running = &self.shared.loading.detached;
         if running.fetch_add(1, Ordering::AcqRel) >= DETACHED_MAX {
             running.fetch_sub(1, Ordering::AcqRel);
-            return;
+            return false;
         }
         let tree = self.clone();
         let spawned = std::thread::Builder::new()
@@ -392,6 +395,8 @@ impl Tree {
         if spawned.is_err() {
             // No thread (resource limits): the reads happen on demand.
             running.fetch_sub(1, Ordering::AcqRel);
+            return false;
         }
+        true
     }
 }

@@ -31,6 +31,7 @@ counters! {
     unshared_leaves: "Leaves read that way that the writer then took to change, giving their basements bytes of their own (a copy each).",
     flush_reads_ahead: "Of those, nodes a flush took from the flush read-ahead thread (read while the writer worked).",
     flush_read_ahead_asks: "Nodes queued for the flush read-ahead thread (those a flush did not take were read in vain, or dropped unread).",
+    sweep_reads_ahead: "Read-ahead threads started for a reader sweeping the leaves a small read at a time (`tree::sweep`); each loads one leaf, unless the reader has been through it by the time the thread runs.",
     node_writes: "Nodes written (redirect-on-write).",
     node_bytes_written: "Bytes of nodes written.",
     unlocked_writes: "Of those, nodes serialized without the tree's lock (write-back thread, checkpoint).",
@@ -79,6 +80,9 @@ impl Stats {
     }
     pub fn add_flush_read_ahead_ask(&self) {
         self.flush_read_ahead_asks.fetch_add(1, Relaxed);
+    }
+    pub fn add_sweep_read_ahead(&self) {
+        self.sweep_reads_ahead.fetch_add(1, Relaxed);
     }
     pub fn add_node_write(&self, bytes: usize) {
         self.node_writes.fetch_add(1, Relaxed);
