@@ -412,7 +412,16 @@ impl Cache {
     pub fn take_tallied(&self, b: BlockNum) -> Option<(Node, Option<Tally>)> {
         let e = self.map.lock().remove(&b)?;
         self.unaccount(&e);
-        let left = e.left_behind.load(Ordering::Relaxed);
+        let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
+        Some((e.node, e.dirty.then_some(e.tally)))
+    }
+
+    /// Removes a node for good (eviction, a deleted node), remembering
+    /// when a scan left it behind if one did ([`Cache::left_behind_since`]).
+    /// Returns it with its dirty flag. A writer's [`Cache::take`], which
+    /// puts the node back, does not count.
+    pub fn evict(&self, b: BlockNum) -> Option<(Node, bool)> {
+        let left = self.peek(b)?.left_behind.load(Ordering::Relaxed);
         if left > 0 {
             let mut gone = self.left_behind_gone.lock();
             if gone.len() == LEFT_BEHIND_GONE {
@@ -420,8 +429,7 @@ impl Cache {
             }
             gone.push_back((b, left));
         }
-        let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
-        Some((e.node, e.dirty.then_some(e.tally)))
+        self.take(b)
     }
 
     fn unaccount(&self, e: &CacheEntry) {
@@ -432,9 +440,9 @@ impl Cache {
         }
     }
 
-    /// Drops a node without returning it.
+    /// Drops a node without returning it ([`Cache::evict`]).
     pub fn discard(&self, b: BlockNum) {
-        self.take(b);
+        self.evict(b);
     }
 
     /// How many cached nodes are dirty (no list built, nothing sorted).
@@ -551,23 +559,23 @@ mod tests {
         cache.put(8, node(0), false);
         let before = cache.now();
         cache.used_up(7);
-        cache.take(7);
-        cache.take(8);
+        cache.discard(7);
+        cache.discard(8);
         assert!(cache.left_behind_since(7, before));
         assert!(!cache.left_behind_since(8, before), "never left behind");
         assert!(!cache.left_behind_since(7, cache.now()));
         cache.put(7, node(0), false);
         assert!(!cache.left_behind_since(7, before), "a new entry");
-        cache.take(7);
+        cache.discard(7);
         for b in 100..100 + LEFT_BEHIND_GONE as BlockNum {
             cache.put(b, node(0), false);
             cache.used_up(b);
-            cache.take(b);
+            cache.discard(b);
         }
         assert!(cache.left_behind_since(100, before));
         cache.put(1_000, node(0), false);
         cache.used_up(1_000);
-        cache.take(1_000);
+        cache.discard(1_000);
         assert!(!cache.left_behind_since(100, before), "forgotten");
         assert_eq!(cache.left_behind_gone.lock().len(), LEFT_BEHIND_GONE);
     }

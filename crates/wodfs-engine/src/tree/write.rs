@@ -1111,7 +1111,7 @@ impl State {
                 return Ok(());
             }
             env.stats.add_eviction();
-            let (node, _) = self.cache.take(b).expect("listed just now");
+            let (node, _) = self.cache.evict(b).expect("listed just now");
             match self.write_node(env, b, &node) {
                 Ok(_) => {}
                 // No extent for it (allocation fails before anything is
