@@ -79,8 +79,22 @@ pub(crate) fn encode_node(
     compression: Compression,
     segment_bytes: usize,
 ) -> NodeImage {
+    encode_node_into(node, block, compression, segment_bytes, Vec::new())
+}
+
+/// [`encode_node`], a leaf's image into `buf` (emptied first): a buffer
+/// kept from an earlier image has its pages mapped already
+/// (`tree::image_bufs`). An internal node's image is assembled from its
+/// parts' buffers instead.
+pub(crate) fn encode_node_into(
+    node: &Node,
+    block: BlockNum,
+    compression: Compression,
+    segment_bytes: usize,
+    buf: Vec<u8>,
+) -> NodeImage {
     if node.height == 0 {
-        return encode_leaf(node, block, compression);
+        return encode_leaf(node, block, compression, buf);
     }
     // Every buffer is encoded before any is compressed: the dictionary
     // is taken from the largest.
@@ -221,7 +235,7 @@ fn part_entry(h: &mut Enc, kind: u8, loc: &PartLoc) {
 /// straight into its place after a gap left for the header. Encoding
 /// each partition into a buffer of its own and joining them copied every
 /// byte of a sequential write once more (3 % of the daemon's CPU).
-fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeImage {
+fn encode_leaf(node: &Node, block: BlockNum, compression: Compression, buf: Vec<u8>) -> NodeImage {
     let leaf_dict = dict::for_leaf(node, compression);
     let mut h = header_start(node, block, leaf_dict.as_deref());
     let header_len = h.len() + node.parts.len() * PART_ENTRY_BYTES + 4;
@@ -230,7 +244,9 @@ fn encode_leaf(node: &Node, block: BlockNum, compression: Compression) -> NodeIm
         .iter()
         .map(|slot| slot.data.get().map_or(0, Part::bytes) + 16)
         .sum();
-    let mut out = Enc::with_capacity(header_len + parts_bytes);
+    let mut out = Enc { buf };
+    out.buf.clear();
+    out.buf.reserve_exact(header_len + parts_bytes);
     out.buf.resize(header_len, 0);
     let mut part_locs = Vec::with_capacity(node.parts.len());
     for slot in &node.parts {

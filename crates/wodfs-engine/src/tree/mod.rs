@@ -21,6 +21,7 @@ mod checkpoint;
 mod drop_later;
 mod flush_ahead;
 pub(crate) mod frame;
+mod image_bufs;
 mod in_flight;
 mod query;
 mod read_ahead;
@@ -243,6 +244,8 @@ struct Shared {
     /// Nodes a write-back call is writing (`State::writing` holds those a
     /// checkpoint's locked step placed).
     writing_back: writeback::Writing,
+    /// Buffers leaf images are encoded into, kept across write-backs.
+    image_bufs: image_bufs::ImageBufs,
     /// Where recent partition reads ended (random or continuing reads).
     reads: read_pattern::ReadPattern,
     /// Children flushes are about to take, read ahead.
@@ -490,6 +493,7 @@ impl Tree {
         log: crate::wal::Log,
     ) -> Tree {
         let cache = state.cache.clone();
+        let image_bufs = image_bufs::ImageBufs::new(cfg.node_bytes);
         Tree {
             shared: Arc::new(Shared {
                 cache,
@@ -509,6 +513,7 @@ impl Tree {
                 wake: Default::default(),
                 loading: Default::default(),
                 writing_back: Default::default(),
+                image_bufs,
                 reads: Default::default(),
                 flush_ahead: Default::default(),
             }),

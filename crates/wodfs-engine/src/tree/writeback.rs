@@ -61,7 +61,7 @@ use super::in_flight::{InFlight, IN_FLIGHT_NODES};
 use super::state::{Env, State};
 use super::Tree;
 use crate::error::Result;
-use crate::format::node::encode_node;
+use crate::format::node::encode_node_into;
 use crate::int_hash::{IntMap, IntSet};
 use crate::node::Node;
 use crate::table::{BlockNum, Extent};
@@ -504,8 +504,13 @@ impl Tree {
             // written (see `in_flight`).
             let mut writes = InFlight::new(s, IN_FLIGHT_NODES * env.cfg.node_bytes, inline);
             for (b, entry) in entries {
-                let mut image =
-                    encode_node(&entry.node, b, env.cfg.compression, env.cfg.partition_bytes);
+                let mut image = encode_node_into(
+                    &entry.node,
+                    b,
+                    env.cfg.compression,
+                    env.cfg.partition_bytes,
+                    self.shared.image_bufs.take(),
+                );
                 let (extent, space) = self.place(b, &entry, &image, space_of(b));
                 // The snapshot is not needed past its image: a writer
                 // taking the node meanwhile then need not copy it.
@@ -532,11 +537,19 @@ impl Tree {
                 match extent {
                     Some(x) if failed.is_none() && !changed => {
                         let len = bytes.len();
-                        let write = move || env.write_image(x.offset, &bytes, stream);
+                        let bufs = &self.shared.image_bufs;
+                        let write = move || {
+                            let written = env.write_image(x.offset, &bytes, stream);
+                            bufs.give_back(bytes);
+                            written
+                        };
                         let ended = writes.submit(len, commit, write);
                         settle(ended, &mut commits, &mut failed);
                     }
-                    _ => commits.push(commit),
+                    _ => {
+                        self.shared.image_bufs.give_back(bytes);
+                        commits.push(commit);
+                    }
                 }
             }
             settle(writes.finish(), &mut commits, &mut failed);
@@ -702,6 +715,8 @@ mod tests {
             .recv_timeout(Duration::from_secs(120))
             .expect("the writer finished (4 MiB into a 1 MiB cache)");
         assert!(tree.stats().unlocked_writes > 0, "{:?}", tree.stats());
+        // The leaves' image buffers were kept for the next images.
+        assert!(tree.shared.image_bufs.kept() > 0);
         tree.verify().unwrap();
     }
 
