@@ -133,3 +133,44 @@ fn block_value(i: u32) -> Vec<u8> {
     }
     v
 }
+
+/// What a stream's deferred writes still owe after `Tree::catch_up_asking`
+/// (a daemon wakes its back-pressure worker only for that): nothing while
+/// the unbound values are under a round, the binding itself once they
+/// reach one and no background thread runs to be asked for it.
+#[test]
+fn a_streams_writes_owe_a_catch_up_only_once_a_round_waits() {
+    let cfg = Config {
+        cache_bytes: 48 << 20,
+        ..Config::default()
+    };
+    let tree = Tree::create(Box::new(MemDevice::new(512 << 20)), cfg).unwrap();
+    let batch = |b: u32| -> Vec<Op> {
+        (0..256u32)
+            .map(|i| Op::Insert {
+                key: format!("/f/{:08}", b * 256 + i).into_bytes(),
+                value: vec![(b ^ i) as u8; BLOCK],
+            })
+            .collect()
+    };
+    // A round is a twelfth of the cache: 4 MiB, four batches.
+    let mut owed_at = None;
+    for b in 0..8u32 {
+        let owed = tree.write_deferred(&batch(b)).unwrap();
+        assert!(owed.may_wait(), "batch {b} was not late-bound");
+        if tree.catch_up_asking(owed) {
+            owed_at = Some(b);
+            break;
+        }
+    }
+    assert_eq!(owed_at, Some(3), "the round is owed at its fourth batch");
+    assert_eq!(tree.unbound_pending(), 4 * 256, "asking bound nothing");
+    tree.catch_up(tree.write_deferred(&batch(4)).unwrap())
+        .unwrap();
+    let left = tree.unbound_pending();
+    assert!(left < 2 * 256, "the catch-up left {left} unbound");
+    tree.sync().unwrap();
+    let last = format!("/f/{:08}", 5 * 256 - 1).into_bytes();
+    assert_eq!(tree.get(&last).unwrap(), Some(vec![(4 ^ 255) as u8; BLOCK]));
+    tree.verify().unwrap();
+}

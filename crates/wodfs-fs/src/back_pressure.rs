@@ -110,6 +110,14 @@ impl BackPressure {
         if owed.may_wait() {
             let mut s = self.slot.lock();
             if s.running {
+                // An idle worker is not woken for a catch-up whose only
+                // work is asking the background thread for something
+                // (most of a stream's writes): waking it took this
+                // thread's CPU. A busy one is handed everything, which
+                // paces the writer.
+                if s.idle() && !tree.catch_up_asking(owed) {
+                    return;
+                }
                 if !s.idle() {
                     s.handed_while_busy += 1;
                 }
