@@ -504,12 +504,19 @@ impl Tree {
             // written (see `in_flight`).
             let mut writes = InFlight::new(s, IN_FLIGHT_NODES * env.cfg.node_bytes, inline);
             for (b, entry) in entries {
+                // A leaf is encoded into a kept buffer; an internal node's
+                // image is assembled from its parts and ignores one.
+                let buf = if entry.node.height == 0 {
+                    self.shared.image_bufs.take()
+                } else {
+                    Vec::new()
+                };
                 let mut image = encode_node_into(
                     &entry.node,
                     b,
                     env.cfg.compression,
                     env.cfg.partition_bytes,
-                    self.shared.image_bufs.take(),
+                    buf,
                 );
                 let (extent, space) = self.place(b, &entry, &image, space_of(b));
                 // The snapshot is not needed past its image: a writer
