@@ -8,13 +8,19 @@ use wodfs_engine::{Config, Op, Tree};
 
 const BLOCK: usize = 4096;
 
-#[test]
-fn a_stream_of_file_blocks_is_bound_before_a_twelfth_of_the_cache_waits() {
+/// A tree with a 48 MiB cache on a 512 MiB memory device: a round of
+/// binding is 4 MiB of values (a twelfth of the cache).
+fn tree_with_48_mib_cache() -> Tree {
     let cfg = Config {
         cache_bytes: 48 << 20,
         ..Config::default()
     };
-    let tree = Tree::create(Box::new(MemDevice::new(512 << 20)), cfg).unwrap();
+    Tree::create(Box::new(MemDevice::new(512 << 20)), cfg).unwrap()
+}
+
+#[test]
+fn a_stream_of_file_blocks_is_bound_before_a_twelfth_of_the_cache_waits() {
+    let tree = tree_with_48_mib_cache();
     let batch_blocks = 256u32;
     let mut most = 0;
     for b in 0..40u32 {
@@ -140,11 +146,7 @@ fn block_value(i: u32) -> Vec<u8> {
 /// reach one and no background thread runs to be asked for it.
 #[test]
 fn a_streams_writes_owe_a_catch_up_only_once_a_round_waits() {
-    let cfg = Config {
-        cache_bytes: 48 << 20,
-        ..Config::default()
-    };
-    let tree = Tree::create(Box::new(MemDevice::new(512 << 20)), cfg).unwrap();
+    let tree = tree_with_48_mib_cache();
     let batch = |b: u32| -> Vec<Op> {
         (0..256u32)
             .map(|i| Op::Insert {
