@@ -410,10 +410,15 @@ impl Cache {
     /// fully loaded, its tally exact): the writer keeps it up to date as
     /// it changes the node and puts it back with [`Cache::put_tallied`].
     pub fn take_tallied(&self, b: BlockNum) -> Option<(Node, Option<Tally>)> {
+        let e = self.remove(b)?;
+        Some((e.node, e.dirty.then_some(e.tally)))
+    }
+
+    /// Removes `b`'s entry from the map and the accounts.
+    fn remove(&self, b: BlockNum) -> Option<CacheEntry> {
         let e = self.map.lock().remove(&b)?;
         self.unaccount(&e);
-        let e = Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
-        Some((e.node, e.dirty.then_some(e.tally)))
+        Some(Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone()))
     }
 
     /// Removes a node for good (eviction, a deleted node), remembering
@@ -421,7 +426,8 @@ impl Cache {
     /// Returns it with its dirty flag. A writer's [`Cache::take`], which
     /// puts the node back, does not count.
     pub fn evict(&self, b: BlockNum) -> Option<(Node, bool)> {
-        let left = self.peek(b)?.left_behind.load(Ordering::Relaxed);
+        let e = self.remove(b)?;
+        let left = e.left_behind.load(Ordering::Relaxed);
         if left > 0 {
             let mut gone = self.left_behind_gone.lock();
             if gone.len() == LEFT_BEHIND_GONE {
@@ -429,7 +435,7 @@ impl Cache {
             }
             gone.push_back((b, left));
         }
-        self.take(b)
+        Some((e.node, e.dirty))
     }
 
     fn unaccount(&self, e: &CacheEntry) {

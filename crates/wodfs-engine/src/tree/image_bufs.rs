@@ -11,7 +11,7 @@
 //! `MIMALLOC_PURGE_DELAY=-1`, which is not an option for the whole heap).
 //! Reusing a few buffers keeps their pages mapped.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use super::in_flight::IN_FLIGHT_NODES;
 
@@ -41,7 +41,7 @@ impl ImageBufs {
     /// An empty buffer, with the capacity of one that was given back if
     /// there is one.
     pub fn take(&self) -> Vec<u8> {
-        self.lock().pop().unwrap_or_default()
+        self.kept.lock().pop().unwrap_or_default()
     }
 
     /// Keeps `buf` for a later [`ImageBufs::take`], unless enough are
@@ -51,7 +51,7 @@ impl ImageBufs {
             return;
         }
         buf.clear();
-        let mut kept = self.lock();
+        let mut kept = self.kept.lock();
         if kept.len() < KEPT {
             kept.push(buf);
         }
@@ -60,13 +60,7 @@ impl ImageBufs {
     /// How many buffers are kept now.
     #[cfg(test)]
     pub fn kept(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
-        self.kept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.kept.lock().len()
     }
 }
 

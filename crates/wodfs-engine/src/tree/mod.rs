@@ -685,33 +685,13 @@ impl Tree {
     /// for itself and not whoever writes next — or flushes a full log
     /// buffer.
     pub fn catch_up(&self, owed: CatchUp) -> Result<()> {
-        // `catch_up_asking` decides as this does: change both.
         if owed.write_back_behind {
             self.wait_for_write_back()?;
         }
-        if owed.streamed {
-            let (count, bytes) = self.unbound_load();
-            // Unbound inserts are bound in rounds of bounded size: their
-            // bookkeeping, the binding pass and its records cost memory in
-            // proportion (about 200 bytes each), and their values sit in
-            // dirty leaves that only binding should write (see
-            // `unbound_bind_bytes`).
-            let at = unbound_bind_bytes(&self.shared.cfg);
-            if count >= UNBOUND_BIND_AT * 2
-                || bytes >= at * 2
-                || ((count >= UNBOUND_BIND_AT || bytes >= at) && !self.shared.wake.want_bind())
-            {
-                self.bind_now()?;
-            }
+        if owed.streamed && self.must_bind(self.unbound_load()) {
+            self.bind_now()?;
         }
-        // A full log buffer is written out by the background thread, so the
-        // writer does not wait for the device; only if it falls behind (or
-        // none runs) does the writer write it out itself.
-        let (unwritten, at) = (
-            self.shared.log.unwritten_bytes(),
-            self.shared.log.write_out_bytes(),
-        );
-        if unwritten >= at * 2 || (unwritten >= at && !self.shared.wake.want_write_out()) {
+        if self.must_write_out_log() {
             self.write_out_log()?;
         }
         Ok(())
@@ -728,7 +708,6 @@ impl Tree {
     /// 2,601 of a 4 GiB stream's 4,096 writes, session 50). Never waits:
     /// if the state's lock is held, everything is still owed.
     pub fn catch_up_asking(&self, owed: CatchUp) -> bool {
-        // Decides as `catch_up` does: change both.
         if owed.write_back_behind {
             return true;
         }
@@ -736,16 +715,34 @@ impl Tree {
             let Some(st) = self.shared.state.try_read() else {
                 return true;
             };
-            let (count, bytes) = (st.unbound.len(), st.unbound.value_bytes());
+            let load = (st.unbound.len(), st.unbound.value_bytes());
             drop(st);
-            let at = unbound_bind_bytes(&self.shared.cfg);
-            if count >= UNBOUND_BIND_AT * 2 || bytes >= at * 2 {
-                return true;
-            }
-            if (count >= UNBOUND_BIND_AT || bytes >= at) && !self.shared.wake.want_bind() {
+            if self.must_bind(load) {
                 return true;
             }
         }
+        self.must_write_out_log()
+    }
+
+    /// Whether a writer must bind the unbound inserts itself, given their
+    /// `(count, bytes)`; at one round it asks the background thread
+    /// instead, if one runs. Unbound inserts are bound in rounds of
+    /// bounded size: their bookkeeping, the binding pass and its records
+    /// cost memory in proportion (about 200 bytes each), and their values
+    /// sit in dirty leaves that only binding should write (see
+    /// `unbound_bind_bytes`).
+    fn must_bind(&self, (count, bytes): (usize, usize)) -> bool {
+        let at = unbound_bind_bytes(&self.shared.cfg);
+        count >= UNBOUND_BIND_AT * 2
+            || bytes >= at * 2
+            || ((count >= UNBOUND_BIND_AT || bytes >= at) && !self.shared.wake.want_bind())
+    }
+
+    /// Whether a writer must write the log's buffer out itself: a full
+    /// buffer is written out by the background thread (asked here), so
+    /// the writer does not wait for the device; only if it falls behind
+    /// (or none runs) does the writer write it out.
+    fn must_write_out_log(&self) -> bool {
         let (unwritten, at) = (
             self.shared.log.unwritten_bytes(),
             self.shared.log.write_out_bytes(),
