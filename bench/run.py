@@ -12,7 +12,12 @@ Each file system gets its own sparse image of the same size attached with
 `losetup --direct-io=on`; each workload starts from a fresh mkfs; caches
 are emptied (unmount + remount + drop_caches) before each measured step.
 Loop devices, mounts, daemons and the cgroup are removed even on failure.
-Exit status: 0 when every workload that could run passed.
+A full run stops before it starts if this machine lacks a file system, a
+workload's tool (postmark, fs_mark, git, the kernel source) or matplotlib
+for the plots: its report would lack targets without saying so loudly
+(`--missing skip` runs without them; the default of --quick).
+Exit status: 0 when every workload that could run passed; 2 when a full
+run found something missing and ran nothing.
 """
 
 import argparse
@@ -67,6 +72,13 @@ def parse_args(argv):
         "--timeout-s", type=int, help="limit per workload and FS (default 3 h, quick 120 s); the FS is then killed"
     )
     parser.add_argument(
+        "--missing",
+        choices=["fail", "skip"],
+        help="what a file system, workload tool or plotting library this machine lacks does: stop the run "
+        "before it starts (default of a full run, whose report would silently lack targets) or be skipped "
+        "with a note in the report (default of --quick)",
+    )
+    parser.add_argument(
         "--bin-dir",
         help="directory with fuse-ref and fsbench (default: build them); its wodfs, if any, is the one measured",
     )
@@ -87,6 +99,8 @@ def parse_args(argv):
         args.timeout_s = 120 if args.quick else 3 * 3600
     if args.image_gib is None:
         args.image_gib = 3 if args.quick else 32
+    if args.missing is None:
+        args.missing = "skip" if args.quick else "fail"
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     return args
@@ -192,6 +206,19 @@ def main(argv):
             meta["workload_skipped"][name] = why
         else:
             selected.append(module)
+    if not args.quick:
+        why = report.plots_unavailable()
+        if why:
+            log(f"no plots: {why}")
+            meta["plots_skipped"] = why
+    lacking = list(meta["skipped"].items()) + list(meta["workload_skipped"].items())
+    if meta.get("plots_skipped"):
+        lacking.append(("plots", meta["plots_skipped"]))
+    if lacking and args.missing == "fail":
+        for what, why in lacking:
+            log(f"missing: {what}: {why}")
+        log("nothing was run: install what is missing, or pass --missing skip to run without it")
+        return 2
     cgroup = MemoryCgroup(args.mem_limit_mib) if args.mem_limit_mib else None
     set_up = []
     t_start = time.monotonic()

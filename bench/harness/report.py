@@ -178,6 +178,21 @@ def _size_of(step):
     return int(match.group(1)) << {"K": 10, "M": 20, "G": 30}[match.group(2)]
 
 
+MATPLOTLIB_MISSING = (
+    "matplotlib is missing in this Python (apt-get install python3-matplotlib and run "
+    "/usr/bin/python3 bench/run.py, or pip install matplotlib)"
+)
+
+
+def plots_unavailable():
+    """Why this Python cannot draw the plots, or None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return MATPLOTLIB_MISSING
+    return None
+
+
 def plots(run, out_dir):
     """Writes the PNG plots; returns their paths (none without matplotlib)."""
     try:
@@ -186,8 +201,7 @@ def plots(run, out_dir):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("no plots: matplotlib is missing in this Python (apt-get install python3-matplotlib and run "
-              "/usr/bin/python3 bench/run.py, or pip install matplotlib)", flush=True)
+        print(f"no plots: {MATPLOTLIB_MISSING}", flush=True)
         return []
     written = []
     results = run["results"]

@@ -67,7 +67,13 @@ fn harness_quick_mode_runs_every_workload() {
     };
     let file_systems = std::env::var("BENCH_QUICK_FS")
         .unwrap_or_else(|_| "ext4,btrfs,xfs,nullfs,passthrough".to_string());
-    let ok = run_harness(&["--quick", "--fs", &file_systems], &scratch);
+    // `--missing fail`: a workload whose tool or input this machine lacks
+    // fails the test instead of being skipped (scripts/test.sh installs
+    // them), so no workload can rot unseen.
+    let ok = run_harness(
+        &["--quick", "--missing", "fail", "--fs", &file_systems],
+        &scratch,
+    );
     let _ = std::fs::remove_dir_all(&scratch);
     assert!(ok, "bench/run.py --quick failed");
 }
