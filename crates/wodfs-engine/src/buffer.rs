@@ -26,6 +26,7 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use crate::format::frozen::FrozenPoints;
 use crate::key_cmp::{merge_order, MapKey};
+use crate::key_filter::KeyFilter;
 use crate::msg::{apply_all, Msn, PointMsg, PointOp};
 use crate::range_index::RangeIndex;
 
@@ -152,6 +153,9 @@ pub(crate) struct MsgBuffer {
     bytes: usize,
     /// Point messages held (kept current so accounting is O(1)).
     point_msgs: usize,
+    /// Every key of the map (the open map, or the delta): a point query
+    /// searches the map only if this says the key may be there.
+    filter: KeyFilter,
 }
 
 /// Equal when they hold the same messages, whatever their form.
@@ -190,6 +194,7 @@ impl MsgBuffer {
                 shadowed_msgs: 0,
             }),
             ranges,
+            filter: KeyFilter::default(),
         };
         if b.key_count() == 0 {
             b.points = Points::default();
@@ -216,12 +221,12 @@ impl MsgBuffer {
             .iter()
             .map(|(k, m)| k.len() + KEY_OVERHEAD_BYTES + m.encoded_bytes())
             .sum();
-        b.points = Points::Open(
-            points
-                .into_iter()
-                .map(|(k, m)| (MapKey::new(k), smallvec::smallvec![m]))
-                .collect(),
-        );
+        let map: PointMap = points
+            .into_iter()
+            .map(|(k, m)| (MapKey::new(k), smallvec::smallvec![m]))
+            .collect();
+        b.filter = KeyFilter::build(map.keys().map(MapKey::bytes));
+        b.points = Points::Open(map);
         b
     }
 
@@ -239,11 +244,25 @@ impl MsgBuffer {
                 .collect();
             map.append(&mut delta);
             self.points = Points::Open(map);
+            // The base's keys are in the map now, not in the filter: none
+            // until enough keys are put (a thawed buffer is usually about
+            // to be emptied by a flush).
+            self.filter.reset();
         }
         match &mut self.points {
             Points::Open(m) => m,
             Points::Frozen(_) => unreachable!("opened just above"),
         }
+    }
+
+    /// Builds the key filter anew from the whole map (after a change that
+    /// brought keys into it in bulk and visited every key anyway).
+    fn refilter(&mut self) {
+        let map = match &self.points {
+            Points::Open(m) => m,
+            Points::Frozen(l) => &l.delta,
+        };
+        self.filter = KeyFilter::build(map.keys().map(MapKey::bytes));
     }
 
     /// The keys in `[lo, hi)` and where each one's messages are.
@@ -297,6 +316,7 @@ impl MsgBuffer {
     /// without them; ranges stay.
     pub fn take_points(&mut self) -> impl Iterator<Item = (Vec<u8>, MsgList)> {
         let map = std::mem::take(self.open());
+        self.filter.reset();
         self.recount();
         map.into_iter().map(|(k, list)| (k.into_vec(), list))
     }
@@ -322,6 +342,7 @@ impl MsgBuffer {
             return None;
         }
         let map = std::mem::take(self.open());
+        self.filter.reset();
         self.recount();
         Some(
             map.into_iter()
@@ -397,7 +418,13 @@ impl MsgBuffer {
         // there when this asked it).
         let per_range = self.ranges.len() * 64;
         match &self.points {
-            Points::Open(m) => self.bytes + m.len() * 64 + self.point_msgs * 48 + per_range,
+            Points::Open(m) => {
+                self.bytes
+                    + m.len() * 64
+                    + self.point_msgs * 48
+                    + per_range
+                    + self.filter.mem_bytes()
+            }
             Points::Frozen(l) => {
                 // Beyond the live base: the delta's messages and the ranges.
                 let base_bytes = l.base.bytes() - l.shadowed_bytes;
@@ -408,6 +435,7 @@ impl MsgBuffer {
                     + l.delta.len() * 64
                     + delta_msgs * 48
                     + per_range
+                    + self.filter.mem_bytes()
             }
         }
     }
@@ -438,6 +466,7 @@ impl MsgBuffer {
             Points::Open(m) => (m, None),
             Points::Frozen(l) => (&mut l.delta, Some(&l.base)),
         };
+        let mut filter_full = false;
         let (added, removed, msgs_added, msgs_removed) = match map.entry(MapKey::new(key)) {
             Entry::Occupied(mut e) => {
                 let list = e.get_mut();
@@ -455,6 +484,7 @@ impl MsgBuffer {
                 let base_known = shadowed.is_some();
                 let new = key_bytes + list.iter().map(PointMsg::encoded_bytes).sum::<usize>();
                 let n = list.len();
+                filter_full = !self.filter.add(e.key().bytes());
                 e.insert(list);
                 if base_known {
                     if let Points::Frozen(l) = &mut self.points {
@@ -466,6 +496,9 @@ impl MsgBuffer {
                 (new, removed, n, msgs_removed)
             }
         };
+        if filter_full {
+            self.refilter();
+        }
         self.bytes = self.bytes + added - removed;
         self.point_msgs = self.point_msgs + msgs_added - msgs_removed;
     }
@@ -497,8 +530,14 @@ impl MsgBuffer {
             Points::Open(m) => (m, None),
             Points::Frozen(l) => (&l.delta, Some(&l.base)),
         };
-        // The base is searched only for a key the map does not have.
-        let msgs = match map.get(key) {
+        // The base is searched only for a key the map does not have; the
+        // map only for a key its filter may hold.
+        let in_map = if self.filter.may_contain(key) {
+            map.get(key)
+        } else {
+            None
+        };
+        let msgs = match in_map {
             Some(list) => Cow::Borrowed(list.as_slice()),
             None => match base.and_then(|b| b.find(key).map(|i| (b, i))) {
                 Some((b, i)) => Cow::Owned(b.messages(i)),
@@ -522,6 +561,7 @@ impl MsgBuffer {
             points: Points::Open(self.open().split_off(at)),
             ..Default::default()
         };
+        right.refilter();
         let ranges = std::mem::take(&mut self.ranges);
         for (lo, r) in ranges.into_iter_owned() {
             if r.hi.as_slice() <= at {
@@ -542,6 +582,7 @@ impl MsgBuffer {
     pub fn append(&mut self, mut other: MsgBuffer) {
         let mut theirs = std::mem::take(other.open());
         self.open().append(&mut theirs);
+        self.refilter();
         for (lo, r) in other.ranges.into_iter_owned() {
             self.ranges.insert(lo, r.hi, r.msn);
         }
@@ -558,6 +599,7 @@ impl MsgBuffer {
                 .map(|(k, v)| (k.strip_prefix(n), v))
                 .collect(),
         );
+        self.refilter();
         self.ranges.map_keys(|k| k[n..].to_vec());
         self.recount();
     }
@@ -629,6 +671,7 @@ impl MsgBuffer {
         }
         // Sorted and unique: `collect` builds the tree bottom up.
         let map: PointMap = entries.into_iter().collect();
+        self.filter = KeyFilter::build(map.keys().map(MapKey::bytes));
         match &mut self.points {
             Points::Open(m) => *m = map,
             Points::Frozen(l) => {
@@ -650,6 +693,7 @@ impl MsgBuffer {
                 .map(|(k, v)| (MapKey::new(f(k.bytes())), v))
                 .collect(),
         );
+        self.refilter();
         self.ranges.map_keys(f);
         self.recount();
     }
@@ -1004,6 +1048,90 @@ mod tests {
             },
         };
         pm(*msn, op)
+    }
+
+    /// A buffer that took many puts keeps a filter of its keys, which
+    /// turns most lookups of keys it does not hold away from its map.
+    #[test]
+    fn a_buffer_of_many_keys_filters_lookups_of_absent_ones() {
+        let mut next = below(23);
+        let mut msn = 0;
+        let mut b = MsgBuffer::default();
+        for i in 0..5_000u64 {
+            let k = format!("/table/f{:08}", i * 2).into_bytes();
+            b.put_point(k, random_msg(&mut msn, &mut next));
+        }
+        assert!(b.filter.is_built());
+        let passed = (0..5_000u64)
+            .filter(|i| {
+                b.filter
+                    .may_contain(format!("/table/f{:08}", i * 2 + 1).as_bytes())
+            })
+            .count();
+        assert!(passed < 100, "{passed} of 5,000 absent keys reach the map");
+    }
+
+    /// A point lookup answers what the buffer lists for the key, whatever
+    /// brought the key into the map: puts one by one through the key
+    /// filter's rebuilds, sorted runs, a frozen copy's delta, thawing by a
+    /// range delete, a split and its append, a rewrite of every key, a
+    /// take. The filter never hides a key the map holds.
+    #[test]
+    fn lookups_find_every_key_the_buffer_lists() {
+        let mut next = below(17);
+        let key = |i: u64| format!("k{i:05}").into_bytes();
+        let mut msn = 0;
+        let mut b = MsgBuffer::default();
+        let mut checked_with_filter = 0;
+        for step in 0..3_000 {
+            match next(40) {
+                0..=33 => {
+                    let k = key(next(3_000));
+                    b.put_point(k, random_msg(&mut msn, &mut next));
+                }
+                34 => {
+                    let mut ks: Vec<u64> = (0..next(200)).map(|_| next(3_000)).collect();
+                    ks.sort_unstable();
+                    ks.dedup();
+                    let run = ks
+                        .into_iter()
+                        .map(|i| (key(i), smallvec::smallvec![random_msg(&mut msn, &mut next)]))
+                        .collect();
+                    b.put_sorted(run);
+                }
+                35 => b = b.frozen_copy(),
+                36 => {
+                    let lo = next(3_000);
+                    msn += 1;
+                    b.put_range_delete(key(lo), key(lo + 1 + next(20)), msn);
+                }
+                37 => {
+                    let right = b.split_off(&key(next(3_000)));
+                    b.append(right);
+                }
+                38 => b.map_keys(<[u8]>::to_vec),
+                _ if next(10) == 0 => {
+                    b.take_points().for_each(drop);
+                }
+                _ => {}
+            }
+            if step % 50 != 49 {
+                continue;
+            }
+            checked_with_filter += usize::from(b.filter.is_built());
+            let listed: BTreeMap<Vec<u8>, Vec<PointMsg>> = b
+                .iter_points()
+                .map(|(k, m)| (k.to_vec(), m.into_owned()))
+                .collect();
+            for i in 0..3_000 {
+                let k = key(i);
+                let (_, msgs) = b.lookup(&k);
+                let want = listed.get(&k).cloned().unwrap_or_default();
+                assert_eq!(msgs.into_owned(), want, "step {step}, key {i}");
+            }
+        }
+        // Many checks ran with a filter built (not every key "maybe").
+        assert!(checked_with_filter > 20, "{checked_with_filter} of 60");
     }
 
     /// An open buffer of up to 30 random messages on 20 keys, under a

@@ -49,8 +49,10 @@ mod error;
 mod format;
 mod int_hash;
 mod key_cmp;
+mod key_filter;
 mod msg;
 mod node;
+mod pivots;
 mod range_index;
 mod table;
 #[cfg(test)]

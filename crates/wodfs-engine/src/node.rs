@@ -18,6 +18,7 @@ use crate::basement::Basement;
 use crate::buffer::MsgBuffer;
 use crate::key_cmp::key_cmp;
 use crate::msg::Msn;
+use crate::pivots::Pivots;
 use crate::table::BlockNum;
 
 /// Where a partition sits inside its node's extent.
@@ -37,8 +38,8 @@ pub(crate) struct PartLoc {
 
 /// Heap cost of a node's header, besides its prefix, pivots and edges.
 const NODE_MEM_BYTES: usize = 64;
-/// Heap cost of a pivot besides its bytes.
-const PIVOT_MEM_BYTES: usize = 24;
+/// Heap cost of a pivot besides its bytes (its vector and its head).
+const PIVOT_MEM_BYTES: usize = 32;
 /// Heap cost of a child edge besides its lift.
 const EDGE_MEM_BYTES: usize = 48;
 /// Heap cost of a loaded partition besides its contents.
@@ -136,7 +137,7 @@ pub(crate) struct Node {
     pub prefix: Vec<u8>,
     /// Separators between partitions (children for internal nodes,
     /// basements for leaves), relative to `prefix`.
-    pub pivots: Vec<Vec<u8>>,
+    pub pivots: Pivots,
     /// Child edges; empty for a leaf.
     pub children: Vec<Edge>,
     pub parts: Vec<PartSlot>,
@@ -155,7 +156,7 @@ impl Node {
         Node {
             height: 0,
             prefix,
-            pivots: Vec::new(),
+            pivots: Pivots::default(),
             children: Vec::new(),
             parts: vec![PartSlot::loaded(Part::Basement(Basement::default()))],
             max_msn: 0,
@@ -169,7 +170,7 @@ impl Node {
 
     /// Index of the partition holding relative key `rel`.
     pub fn part_index(&self, rel: &[u8]) -> usize {
-        self.pivots.partition_point(|p| key_cmp(p, rel).is_le())
+        self.pivots.count_le(rel)
     }
 
     /// [`Node::part_index`], trying partition `guess` first (two pivot
@@ -382,7 +383,7 @@ mod tests {
     #[test]
     fn part_index_near_agrees_with_part_index_whatever_the_guess() {
         let mut node = Node::empty_leaf(Vec::new());
-        node.pivots = vec![vec![10], vec![20], vec![30]];
+        node.pivots = vec![vec![10], vec![20], vec![30]].into();
         node.parts = (0..4)
             .map(|_| PartSlot::loaded(Part::Basement(Basement::default())))
             .collect();

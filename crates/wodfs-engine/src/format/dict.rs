@@ -241,7 +241,7 @@ mod tests {
         let mut internal = Node::empty_leaf(Vec::new());
         internal.height = 1;
         internal.parts.clear();
-        internal.pivots = vec![b"m".to_vec()];
+        internal.pivots = vec![b"m".to_vec()].into();
         for (c, keys) in [(b'a', 40u64), (b'n', 3)] {
             let mut b = MsgBuffer::default();
             for k in 0..keys {

@@ -205,7 +205,7 @@ fn header_start(node: &Node, block: BlockNum, dict: Option<&[u8]>) -> Enc {
     h.u64(node.max_msn);
     h.u32(node.parts.len() as u32);
     h.bytes(&node.prefix);
-    for p in &node.pivots {
+    for p in node.pivots.iter() {
         h.bytes(p);
     }
     for edge in &node.children {
@@ -413,7 +413,7 @@ pub(crate) fn decode_header(buf: &[u8], block: BlockNum, extent_len: u64) -> Dec
     Ok(Node {
         height,
         prefix,
-        pivots,
+        pivots: pivots.into(),
         children,
         parts,
         max_msn,

@@ -31,6 +31,7 @@ use crate::format::node::encode_node;
 use crate::key_cmp::{head as key_head, headed_cmp, key_cmp};
 use crate::msg::{Msn, PointMsg};
 use crate::node::{Edge, Node, Part, PartSlot, Tally};
+use crate::pivots::Pivots;
 use crate::range_index::RangeIndex;
 use crate::table::{BlockNum, Extent};
 
@@ -686,7 +687,7 @@ impl State {
             let mut piece = Node {
                 height,
                 prefix: prefix.clone(),
-                pivots: pivots[start..end - 1].to_vec(),
+                pivots: pivots[start..end - 1].to_vec().into(),
                 children: children.by_ref().take(end - start).collect(),
                 parts: parts.by_ref().take(end - start).collect(),
                 max_msn,
@@ -858,7 +859,7 @@ impl State {
             Node {
                 height,
                 prefix,
-                pivots: Vec::new(),
+                pivots: Pivots::default(),
                 children: vec![Edge {
                     child,
                     lift: Vec::new(),
@@ -879,7 +880,7 @@ impl State {
             let mut node = Node {
                 height,
                 prefix: Vec::new(),
-                pivots: Vec::new(),
+                pivots: Pivots::default(),
                 children: vec![Edge {
                     child: self.root,
                     lift: Vec::new(),
@@ -1379,7 +1380,7 @@ fn apply_to_leaf(
                 .into_iter()
                 .map(|(pivot, b)| (pivot, PartSlot::loaded(Part::Basement(b))))
                 .unzip();
-            node.pivots.splice(j..j, pivots);
+            node.pivots.insert_all(j, pivots);
             node.parts.splice(j + 1..j + 1, parts);
         }
         // The basement and the pieces cut off it, reshaped here: every
@@ -1568,9 +1569,7 @@ pub(crate) fn reframe(node: &mut Node, new_prefix: Vec<u8>) {
         return;
     }
     let old = std::mem::take(&mut node.prefix);
-    for p in &mut node.pivots {
-        *p = rebase(p, &old, &new_prefix);
-    }
+    node.pivots.rewrite(|p| *p = rebase(p, &old, &new_prefix));
     for e in &mut node.children {
         e.lift = rebase(&e.lift, &old, &new_prefix);
     }
@@ -1615,7 +1614,7 @@ fn reshape_basements(
             let piece = build_leaf_from(Vec::new(), &entries, 0, partition_bytes);
             let added = piece.parts.len();
             node.parts.splice(j..=j, piece.parts);
-            node.pivots.splice(j..j, piece.pivots);
+            node.pivots.insert_all(j, piece.pivots.into_keys());
             j += added;
             end += added - 1;
             continue;
