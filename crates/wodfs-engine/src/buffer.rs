@@ -225,8 +225,8 @@ impl MsgBuffer {
             .into_iter()
             .map(|(k, m)| (MapKey::new(k), smallvec::smallvec![m]))
             .collect();
-        b.filter = KeyFilter::build(map.keys().map(MapKey::bytes));
         b.points = Points::Open(map);
+        b.refilter();
         b
     }
 
@@ -416,15 +416,10 @@ impl MsgBuffer {
         // asks often (`RangeIndex::bytes` walks every range: rsync's
         // buffers full of range moves spent 59 % of the daemon's time
         // there when this asked it).
-        let per_range = self.ranges.len() * 64;
+        // Besides keys and messages: the ranges' nodes and the key filter.
+        let beside = self.ranges.len() * 64 + self.filter.mem_bytes();
         match &self.points {
-            Points::Open(m) => {
-                self.bytes
-                    + m.len() * 64
-                    + self.point_msgs * 48
-                    + per_range
-                    + self.filter.mem_bytes()
-            }
+            Points::Open(m) => self.bytes + m.len() * 64 + self.point_msgs * 48 + beside,
             Points::Frozen(l) => {
                 // Beyond the live base: the delta's messages and the ranges.
                 let base_bytes = l.base.bytes() - l.shadowed_bytes;
@@ -434,8 +429,7 @@ impl MsgBuffer {
                     + (self.bytes - base_bytes)
                     + l.delta.len() * 64
                     + delta_msgs * 48
-                    + per_range
-                    + self.filter.mem_bytes()
+                    + beside
             }
         }
     }
@@ -671,7 +665,6 @@ impl MsgBuffer {
         }
         // Sorted and unique: `collect` builds the tree bottom up.
         let map: PointMap = entries.into_iter().collect();
-        self.filter = KeyFilter::build(map.keys().map(MapKey::bytes));
         match &mut self.points {
             Points::Open(m) => *m = map,
             Points::Frozen(l) => {
@@ -681,6 +674,7 @@ impl MsgBuffer {
                 l.shadowed_msgs += msgs_removed;
             }
         }
+        self.refilter();
         self.bytes = self.bytes + added - removed;
         self.point_msgs = self.point_msgs + msgs_added - msgs_removed;
     }
