@@ -229,13 +229,11 @@ fn many_sequential_then_random_inserts_and_range_deletes() {
     steps.push(Step::Checkpoint);
     // Merges only happen between cached siblings (a merge never reads), so
     // this sequence gets a cache of a few dozen tiny nodes; the data is
-    // still many times larger. Which siblings are cached together when the
-    // merges are due moves with the nodes' accounting: 192 KiB gave none
-    // once pivots counted their heads (session 51), 208 KiB gives five.
+    // still many times larger.
     let stats = run(
         &steps,
         Config {
-            cache_bytes: 208 << 10,
+            cache_bytes: 192 << 10,
             ..tiny()
         },
     );
