@@ -206,14 +206,12 @@ def main(argv):
             meta["workload_skipped"][name] = why
         else:
             selected.append(module)
-    if not args.quick:
-        why = report.plots_unavailable()
-        if why:
-            log(f"no plots: {why}")
-            meta["plots_skipped"] = why
+    no_plots = None if args.quick else report.plots_unavailable()
     lacking = list(meta["skipped"].items()) + list(meta["workload_skipped"].items())
-    if meta.get("plots_skipped"):
-        lacking.append(("plots", meta["plots_skipped"]))
+    if no_plots:
+        log(f"no plots: {no_plots}")
+        meta["plots_skipped"] = no_plots
+        lacking.append(("plots", no_plots))
     if lacking and args.missing == "fail":
         for what, why in lacking:
             log(f"missing: {what}: {why}")

@@ -415,8 +415,8 @@ impl MsgBuffer {
         // `bytes` counts the ranges' bounds already; O(1), as the cache
         // asks often (`RangeIndex::bytes` walks every range: rsync's
         // buffers full of range moves spent 59 % of the daemon's time
-        // there when this asked it).
-        // Besides keys and messages: the ranges' nodes and the key filter.
+        // there when this asked it). Besides keys and messages: the
+        // ranges' nodes and the key filter.
         let beside = self.ranges.len() * 64 + self.filter.mem_bytes();
         match &self.points {
             Points::Open(m) => self.bytes + m.len() * 64 + self.point_msgs * 48 + beside,
