@@ -65,7 +65,8 @@ def parse_args(argv):
         "--repeat",
         type=int,
         default=1,
-        help="run each workload N times, rotating the file systems' order; report each step's median run",
+        help="run each workload N times (at least its own ROUNDS in a full run), rotating the file systems' "
+        "order; report each step's median run",
     )
     parser.add_argument("--image-gib", type=int, help="size of each sparse image (default 32, quick 3)")
     parser.add_argument(
@@ -167,6 +168,7 @@ def main(argv):
             "image_bytes": args.image_gib * GIB,
             "mem_limit_mib": args.mem_limit_mib,
             "repeat": args.repeat,
+            "rounds": {},
             "filesystems": [],
             "wodfs_binary": filesystems.find_wodfs(),
             "workloads": args.workload,
@@ -237,10 +239,12 @@ def main(argv):
         for module in selected:
             params = module.params(args.quick)
             log(f"== {module.NAME} {params}")
-            rounds = [(turn, fs) for turn in range(args.repeat) for fs in repeats.rotated(fs_list, turn)]
+            count = repeats.rounds_of(module, args.repeat, args.quick)
+            meta["rounds"][module.NAME] = count
+            rounds = [(turn, fs) for turn in range(count) for fs in repeats.rotated(fs_list, turn)]
             for turn, fs in rounds:
-                if args.repeat > 1:
-                    log(f"  round {turn + 1} of {args.repeat}: {fs.name}")
+                if count > 1:
+                    log(f"  round {turn + 1} of {count}: {fs.name}")
                 ctx = Context(fs, module.NAME, params, tools, inputs, args.quick, log)
                 ctx.workdir = workdir
                 began = time.monotonic()
@@ -289,7 +293,7 @@ def main(argv):
             cgroup.leave()
         inputs.cleanup()
         meta["total_seconds"] = time.monotonic() - t_start
-        if args.repeat > 1:
+        if any(count > 1 for count in meta["rounds"].values()):
             run["repeated_results"] = run["results"]
             run["results"] = repeats.collapse(run["results"])
         json_path, md_path, pngs = report.write_all(run, args.out)

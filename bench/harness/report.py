@@ -129,7 +129,7 @@ def markdown(run):
     if repeated:
         lines += [
             "",
-            f"## Every repetition ({run['meta'].get('repeat')} per step; the tables above show each step's median run)",
+            f"## Every repetition ({_rounds_said(run['meta'])}; the tables above show each step's median run)",
             "",
             "| workload | step | fs | values | max / min |",
             "|---|---|---|---|---|",
@@ -149,6 +149,14 @@ def markdown(run):
 def _fs_with(fs_order, results, key):
     """The file systems, in `fs_order`, with a record that has `key`."""
     return [fs for fs in fs_order if any(r["fs"] == fs and r.get(key) is not None for r in results)]
+
+
+def _rounds_said(meta):
+    """How many rounds each workload ran (older runs only record `repeat`)."""
+    rounds = meta.get("rounds")
+    if not rounds:
+        return f"{meta.get('repeat')} per step"
+    return ", ".join(f"{name} {count}" for name, count in rounds.items() if count > 1) + " rounds"
 
 
 def _per_fs_table(title, table, fs_list, cell):

@@ -5,6 +5,10 @@ from harness import system
 
 NAME = "git"
 
+# A clone takes about a second, a cold diff a fifth of one: a full run
+# measures each five times (`harness/repeats.py`).
+ROUNDS = 5
+
 
 def params(quick):
     return {"edited_files": 20 if quick else 100}

@@ -12,6 +12,10 @@ from .rename import KIB, size_label, write_file
 
 NAME = "unlink"
 
+# 32 unlinks take tens of milliseconds: a full run measures them three
+# times (`harness/repeats.py`).
+ROUNDS = 3
+
 
 def params(quick):
     if quick:

@@ -102,6 +102,7 @@ fn harness_repeat_keeps_each_steps_median_run() {
 import json, pathlib, sys
 run = json.loads(next(pathlib.Path(sys.argv[1]).glob("*.json")).read_text())
 assert run["meta"]["repeat"] == 3
+assert run["meta"]["rounds"] == {"unlink": 3}, run["meta"]["rounds"]
 assert len(run["repeated_results"]) == 3 * len(run["results"]), "three runs of every step"
 assert {r["fs"] for r in run["results"]} == {"ext4", "nullfs"}
 for r in run["results"]:
@@ -115,11 +116,21 @@ md = next(pathlib.Path(sys.argv[1]).glob("*.md")).read_text()
 table = md.split("## FUSE daemon resident peak (MiB, VmHWM)")[1].split("\n## ")[0]
 assert "| workload | step | nullfs |" in table, table
 assert "| unlink | unlink-4K | " in table, table
+assert "## Every repetition (unlink 3 rounds;" in md, md
+# A full run raises a workload to its own ROUNDS; a quick one does not.
+sys.path.insert(0, sys.argv[2])
+from harness import repeats
+from workloads import git, unlink, tablefs
+assert repeats.rounds_of(git, 1, quick=False) == git.ROUNDS > 1
+assert repeats.rounds_of(unlink, 5, quick=False) == 5
+assert repeats.rounds_of(tablefs, 1, quick=False) == 1
+assert repeats.rounds_of(git, 1, quick=True) == 1
 "###;
     let checked = Command::new("python3")
         .arg("-c")
         .arg(check)
         .arg(scratch.join("out"))
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
         .status()
         .unwrap();
     let _ = std::fs::remove_dir_all(&scratch);
