@@ -153,10 +153,10 @@ def _fs_with(fs_order, results, key):
 
 def _rounds_said(meta):
     """How many rounds each workload ran (older runs only record `repeat`)."""
-    rounds = meta.get("rounds")
-    if not rounds:
+    repeated = [f"{name} {count}" for name, count in (meta.get("rounds") or {}).items() if count > 1]
+    if not repeated:
         return f"{meta.get('repeat')} per step"
-    return ", ".join(f"{name} {count}" for name, count in rounds.items() if count > 1) + " rounds"
+    return ", ".join(repeated) + " rounds"
 
 
 def _per_fs_table(title, table, fs_list, cell):
