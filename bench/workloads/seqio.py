@@ -9,9 +9,10 @@ from harness import system
 NAME = "seqio"
 
 # The random writes take a third of a second, and the read after them is
-# held against the fresh read of the same round: a full run measures
-# them three times (`harness/repeats.py`).
+# held against the fresh read: a full run measures them three times
+# (`harness/repeats.py`).
 ROUNDS = 3
+
 MIB = 1 << 20
 
 
