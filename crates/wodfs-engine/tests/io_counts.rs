@@ -170,19 +170,10 @@ fn scattered_point_queries_read_exactly_their_bytes_and_a_sweep_may_read_ahead()
 }
 
 /// The device's counts and the engine's once no read-ahead thread adds
-/// to them any more (the same twice, 50 ms apart).
+/// to them any more.
 fn settled(dev: &Dev, tree: &Tree) -> (wodfs_device::IoCounts, wodfs_engine::TreeStats) {
-    let start = std::time::Instant::now();
-    let mut last = (dev.counts(), tree.stats());
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = (dev.counts(), tree.stats());
-        if now == last {
-            return now;
-        }
-        assert!(start.elapsed().as_secs() < 60, "reads never settled");
-        last = now;
-    }
+    tree.wait_for_read_ahead();
+    (dev.counts(), tree.stats())
 }
 
 #[test]
@@ -242,10 +233,11 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
     let tree = Tree::open(Box::new(dev.clone()), cfg.cache_bytes).unwrap();
     let (mut probed, mut false_positives) = (0, 0);
     for &i in &updated {
-        let (s0, d0) = (tree.stats(), dev.counts());
+        let (d0, s0) = settled(&dev, &tree);
         let got = tree.get(&key(i)).unwrap();
         assert_eq!(got, Some(new_value(i)));
-        let (s, io) = (tree.stats(), dev.counts().since(&d0));
+        let (d, s) = settled(&dev, &tree);
+        let io = d.since(&d0);
         let segments = s.segment_reads - s0.segment_reads;
         if segments == 0 {
             continue;
@@ -260,13 +252,21 @@ fn a_buffered_key_is_read_from_one_segment_of_its_buffer() {
             false_positives += 1;
         }
         assert_eq!(s.partition_reads, s0.partition_reads, "{s:?}");
-        assert_eq!(io.reads, segments + s.header_reads - s0.header_reads);
+        // Random point queries arrive in three leaves in a row now and
+        // then, and the sweep detector reads the next one ahead
+        // (`tree::sweep`, about one query in 6,000 here): counted apart.
+        let ahead = s.node_reads - s0.node_reads;
+        assert!(ahead <= s.sweep_reads_ahead - s0.sweep_reads_ahead, "{s:?}");
+        assert_eq!(
+            io.reads,
+            segments + s.header_reads - s0.header_reads + ahead,
+            "{s:?}"
+        );
         // The same query again finds the pieces it read in the segment
         // cache: no read at all.
-        let d1 = dev.counts();
         assert_eq!(tree.get(&key(i)).unwrap(), Some(new_value(i)));
-        let again = tree.stats();
-        assert_eq!(dev.counts().since(&d1).reads, 0);
+        let (d1, again) = settled(&dev, &tree);
+        assert_eq!(d1.since(&d).reads, 0);
         assert_eq!(again.segment_reads, s.segment_reads, "{again:?}");
         assert_eq!(again.segment_hits - s.segment_hits, segments, "{again:?}");
     }

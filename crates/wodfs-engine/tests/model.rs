@@ -233,7 +233,7 @@ fn many_sequential_then_random_inserts_and_range_deletes() {
     let stats = run(
         &steps,
         Config {
-            cache_bytes: 192 << 10,
+            cache_bytes: 208 << 10,
             ..tiny()
         },
     );

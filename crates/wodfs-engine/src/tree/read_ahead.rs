@@ -365,6 +365,17 @@ impl Tree {
         }
     }
 
+    /// Waits until no read-ahead thread that nobody joins (started by
+    /// [`Tree::read_ahead`], by a sweep, or by a scan for the leaves past
+    /// its next) is at work. For callers that count device reads: such a
+    /// thread reads while the caller that started it goes on, so without
+    /// this its read lands in the count of whatever the caller does next.
+    pub fn wait_for_read_ahead(&self) {
+        while self.shared.loading.detached.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Loads the leaves `want` says from `lo` (below `hi`) into the cache
     /// on a thread nobody joins, unless [`DETACHED_MAX`] such threads run
     /// or the cache has no room for another leaf. Returns whether it

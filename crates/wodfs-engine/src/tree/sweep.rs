@@ -32,10 +32,13 @@ const WALKS: usize = 4;
 
 /// Leaves in a row, each starting where the one before ended, before the
 /// next one is read ahead. A random reader lands just after one of the
-/// [`WALKS`] leaves it arrived in last about `WALKS / leaves` of the time:
-/// with two in a row, 6,000 random point queries over 300 leaves started
-/// a read-ahead (io_counts' segment test); with three, about one in a
-/// million arrivals does.
+/// [`WALKS`] leaves it arrived in last about `WALKS / leaves` of the time,
+/// and a walk keeps its slot for about `WALKS` arrivals, so the third leaf
+/// of a walk comes about `(WALKS / leaves)²` of the time: one arrival in
+/// about 6,000 over 300 leaves, which is what io_counts' segment test
+/// sees (one read-ahead in its 6,000 random point queries; with two in a
+/// row it was dozens). A leaf read in vain that rarely costs nothing
+/// measurable.
 const STEPS_BEFORE_READ_AHEAD: u32 = 3;
 
 #[derive(Debug, Default)]
