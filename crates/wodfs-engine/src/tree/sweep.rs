@@ -37,7 +37,7 @@ const WALKS: usize = 4;
 /// of a walk comes about `(WALKS / leaves)²` of the time: one arrival in
 /// about 6,000 over 300 leaves, which is what io_counts' segment test
 /// sees (one read-ahead in its 6,000 random point queries; with two in a
-/// row it was dozens). A leaf read in vain that rarely costs nothing
+/// row it was dozens): a wasted leaf read that rare costs nothing
 /// measurable.
 const STEPS_BEFORE_READ_AHEAD: u32 = 3;
 
