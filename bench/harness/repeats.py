@@ -10,9 +10,10 @@ repetition's value in `repeats`.
 
 A workload whose steps last about a second or less (a git clone, 32
 unlinks, 10,000 random 4-byte writes) is measured once per file system
-in a full run only at the cost of one slow second deciding its ratio: such a module
-sets `ROUNDS`, the rounds a full run gives it at least (session 51's
-full run had git diff at 0.40x nullfs, the median of five rounds 0.83x).
+in a full run only at the cost of one slow second deciding its ratio:
+such a module sets `ROUNDS`, the rounds a full run gives it at least
+(session 51's full run had git diff at 0.40x nullfs, the median of five
+rounds 0.83x).
 """
 
 
