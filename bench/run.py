@@ -80,6 +80,12 @@ def parse_args(argv):
         "with a note in the report (default of --quick)",
     )
     parser.add_argument(
+        "--ref-writeback",
+        action="store_true",
+        help="let nullfs and passthrough take the kernel's writeback cache, which wodfs does not (by default "
+        "they negotiate exactly wodfs's INIT flags, as issue 5 asks; sessions up to 54 ran them with it)",
+    )
+    parser.add_argument(
         "--bin-dir",
         help="directory with fuse-ref and fsbench (default: build them); its wodfs, if any, is the one measured",
     )
@@ -168,6 +174,7 @@ def main(argv):
             "image_bytes": args.image_gib * GIB,
             "mem_limit_mib": args.mem_limit_mib,
             "repeat": args.repeat,
+            "ref_writeback": args.ref_writeback,
             "rounds": {},
             "filesystems": [],
             "wodfs_binary": filesystems.find_wodfs(),
@@ -185,7 +192,8 @@ def main(argv):
     inputs = Inputs(args.cache_dir, args.quick, log)
     fs_list = []
     for name in args.fs:
-        fs = filesystems.make(name, workdir, args.image_gib * GIB, tools["fuse-ref"])
+        ref_options = ["--writeback"] if args.ref_writeback else []
+        fs = filesystems.make(name, workdir, args.image_gib * GIB, tools["fuse-ref"], ref_options)
         try:
             fs.check_available()
         except filesystems.Unavailable as why:

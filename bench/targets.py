@@ -3,6 +3,12 @@
 markdown table: target, measured, met.
 
     python3 bench/targets.py RUN.json
+    python3 bench/targets.py RUN.json RUN.json ...
+
+Given several runs, it tallies them instead: for each target, in how many
+of the runs it was met, and the verdict of each run in the order given
+(a target met in one run and missed in the next is the machine's noise
+until a profile says otherwise).
 
 Ratios are wodfs's speed relative to the reference (higher is better):
 reference time / wodfs time, or wodfs rate / reference rate. "Best kernel
@@ -194,11 +200,26 @@ def lines(run):
     return out
 
 
+def tally(runs):
+    """Per target: how many of `runs` met it, and each run's verdict."""
+    verdicts = {}
+    for run in runs:
+        for line in lines(run)[2:]:
+            target, _measured, ok = line.strip("| ").split(" | ")
+            verdicts.setdefault(target, []).append(ok)
+    mark = {"**met**": "✓", "not met": "✗", "not measured": "–"}
+    out = ["| target | met in | per run |", "|---|---|---|"]
+    for target, oks in verdicts.items():
+        met = sum(ok == "**met**" for ok in oks)
+        out.append(f"| {target} | {met} of {len(oks)} | {' '.join(mark[ok] for ok in oks)} |")
+    return out
+
+
 def main(argv):
-    if len(argv) != 1:
+    if not argv:
         raise SystemExit(__doc__)
-    run = json.loads(Path(argv[0]).read_text())
-    print("\n".join(lines(run)))
+    runs = [json.loads(Path(a).read_text()) for a in argv]
+    print("\n".join(lines(runs[0]) if len(runs) == 1 else tally(runs)))
 
 
 if __name__ == "__main__":

@@ -249,9 +249,10 @@ class NullFs(FileSystem):
     name = "nullfs"
     kind = "fuse"
 
-    def __init__(self, workdir, image_bytes, fuse_ref_bin):
+    def __init__(self, workdir, image_bytes, fuse_ref_bin, options=()):
         super().__init__(workdir, image_bytes)
         self.binary = fuse_ref_bin
+        self.options = list(options)
         self.daemon = None
 
     def check_available(self):
@@ -265,7 +266,9 @@ class NullFs(FileSystem):
         self.unmount()
 
     def mount(self):
-        self.daemon = FuseDaemon([self.binary, "nullfs", self.mountpoint], self.mountpoint, self.workdir / "nullfs.log")
+        self.daemon = FuseDaemon(
+            [self.binary, "nullfs", *self.options, self.mountpoint], self.mountpoint, self.workdir / "nullfs.log"
+        )
         self.daemon.start()
 
     def unmount(self):
@@ -295,9 +298,10 @@ class Passthrough(FileSystem):
     name = "passthrough"
     kind = "fuse"
 
-    def __init__(self, workdir, image_bytes, fuse_ref_bin):
+    def __init__(self, workdir, image_bytes, fuse_ref_bin, options=()):
         super().__init__(workdir, image_bytes)
         self.binary = fuse_ref_bin
+        self.options = list(options)
         self.backing = KernelFs("ext4", workdir, image_bytes, mountpoint=self.workdir / "mnt" / "passthrough-backing")
         self.backing.loop = LoopImage(self.workdir / "img" / "passthrough-ext4.img", image_bytes)
         self.daemon = None
@@ -329,7 +333,7 @@ class Passthrough(FileSystem):
         if not system.is_mounted(self.backing.mountpoint):
             self.backing.mount()
         self.daemon = FuseDaemon(
-            [self.binary, "passthrough", self.backing_dir, self.mountpoint],
+            [self.binary, "passthrough", *self.options, self.backing_dir, self.mountpoint],
             self.mountpoint,
             self.workdir / "passthrough.log",
         )
@@ -433,13 +437,15 @@ class Wodfs(FileSystem):
 ALL = ["ext4", "btrfs", "xfs", "nullfs", "passthrough", "wodfs"]
 
 
-def make(name, workdir, image_bytes, fuse_ref_bin):
+def make(name, workdir, image_bytes, fuse_ref_bin, ref_options=()):
+    """File system `name`; `ref_options` are passed to the FUSE references
+    (`fuse-ref nullfs|passthrough OPTIONS ...`)."""
     if name in MKFS:
         return KernelFs(name, workdir, image_bytes)
     if name == "nullfs":
-        return NullFs(workdir, image_bytes, fuse_ref_bin)
+        return NullFs(workdir, image_bytes, fuse_ref_bin, ref_options)
     if name == "passthrough":
-        return Passthrough(workdir, image_bytes, fuse_ref_bin)
+        return Passthrough(workdir, image_bytes, fuse_ref_bin, ref_options)
     if name == "wodfs":
         return Wodfs(workdir, image_bytes)
     raise ValueError(f"unknown file system {name}")

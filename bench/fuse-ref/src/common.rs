@@ -1,5 +1,6 @@
-//! Pieces shared by both reference file systems: the INIT flags and mount
-//! options wodfs will use, panic containment, and attribute helpers.
+//! Pieces shared by both reference file systems: the mount options wodfs
+//! uses, panic containment, and attribute helpers. (Their INIT flags are
+//! wodfs's own, `wodfs_fuse::init_flags`.)
 
 use std::any::Any;
 use std::io;
@@ -7,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use fuser::{Errno, FileType, InitFlags, KernelConfig, MountOption, SessionACL};
+use fuser::{Errno, FileType, MountOption, SessionACL};
 
 /// How long the kernel may cache entries, negative entries and attributes.
 /// Nothing but the daemon changes these file systems, so the cache is
@@ -16,27 +17,6 @@ pub const TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Block size reported in `st_blksize` and `statfs`.
 pub const BLOCK_BYTES: u32 = 4096;
-
-/// The INIT flags wodfs negotiates on top of fuser's defaults
-/// (ASYNC_READ, BIG_WRITES, MAX_PAGES); see shared/FUSE-NOTES.md.
-pub const WANTED_INIT_FLAGS: [InitFlags; 5] = [
-    InitFlags::FUSE_WRITEBACK_CACHE,
-    InitFlags::FUSE_DO_READDIRPLUS,
-    InitFlags::FUSE_READDIRPLUS_AUTO,
-    InitFlags::FUSE_PARALLEL_DIROPS,
-    InitFlags::FUSE_HANDLE_KILLPRIV_V2,
-];
-
-/// Adds every wanted flag the kernel offers; a missing one is logged, not
-/// fatal, so an older kernel still mounts (slower).
-pub fn negotiate(config: &mut KernelConfig) -> io::Result<()> {
-    for flag in WANTED_INIT_FLAGS {
-        if let Err(missing) = config.add_capabilities(flag) {
-            log::warn!("kernel does not offer {missing:?}");
-        }
-    }
-    Ok(())
-}
 
 /// Mount configuration: allow_other + default_permissions, the subtype set
 /// through a raw option (as root, `MountOption::Subtype` is not passed to

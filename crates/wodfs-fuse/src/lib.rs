@@ -50,6 +50,7 @@
 
 mod adapter;
 mod convert;
+pub mod init_flags;
 mod notify;
 pub mod pending;
 pub mod poll;

@@ -19,7 +19,7 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::common::{guarded, kill_suid_sgid, kind_from_mode, lock, negotiate, BLOCK_BYTES, TTL};
+use crate::common::{guarded, kill_suid_sgid, kind_from_mode, lock, BLOCK_BYTES, TTL};
 use tree::{Body, NewInode, Tree};
 
 /// Entries gathered per READDIR request; the reply buffer (at most a few
@@ -31,12 +31,15 @@ const NO_GENERATION: Generation = Generation(0);
 #[derive(Debug)]
 pub struct NullFs {
     tree: Mutex<Tree>,
+    /// Negotiate the kernel's writeback cache (`--writeback`).
+    writeback_cache: bool,
 }
 
 impl NullFs {
-    pub fn new() -> Self {
+    pub fn new(writeback_cache: bool) -> Self {
         NullFs {
             tree: Mutex::new(Tree::new(0, 0)),
+            writeback_cache,
         }
     }
 
@@ -59,12 +62,6 @@ fn new_inode(req: &Request, kind: FileType, mode: u32, umask: u32) -> NewInode {
         gid: req.gid(),
         rdev: 0,
         symlink: None,
-    }
-}
-
-impl Default for NullFs {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -112,7 +109,8 @@ fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
 
 impl Filesystem for NullFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        negotiate(config)
+        wodfs_fuse::init_flags::negotiate(config, self.writeback_cache);
+        Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -26,13 +26,14 @@ use fuser::{
 use rustix::fs::{Timespec, Timestamps, XattrFlags};
 
 use crate::common::{
-    errno, guarded, kill_suid_sgid, kind_from_mode, lock, negotiate, system_time, BLOCK_BYTES, TTL,
+    errno, guarded, kill_suid_sgid, kind_from_mode, lock, system_time, BLOCK_BYTES, TTL,
 };
 use inodes::Inodes;
 
 /// Open flags handled by the kernel or meaningless for the backing file:
-/// with writeback cache the kernel appends itself (a backing O_APPEND would
-/// make pwrite ignore the offset) and may read a write-only file.
+/// the kernel appends itself, at the size it holds (a backing O_APPEND
+/// would make pwrite ignore the offset), and with the writeback cache may
+/// read a write-only file.
 const STRIPPED_OPEN_FLAGS: i32 = libc::O_ACCMODE
     | libc::O_APPEND
     | libc::O_CREAT
@@ -75,6 +76,8 @@ pub struct Passthrough {
     inodes: Mutex<Inodes>,
     handles: Mutex<Handles>,
     root: PathBuf,
+    /// Negotiate the kernel's writeback cache (`--writeback`).
+    writeback_cache: bool,
 }
 
 fn attr_from(meta: &Metadata, ino: u64) -> FileAttr {
@@ -135,7 +138,7 @@ fn rustix_errno(error: rustix::io::Errno) -> Errno {
 }
 
 impl Passthrough {
-    pub fn new(backing: &Path) -> io::Result<Self> {
+    pub fn new(backing: &Path, writeback_cache: bool) -> io::Result<Self> {
         let root = fs::canonicalize(backing)?;
         let meta = fs::metadata(&root)?;
         if !meta.is_dir() {
@@ -150,6 +153,7 @@ impl Passthrough {
             inodes: Mutex::new(Inodes::new(root.clone(), meta.ino())),
             handles: Mutex::new(Handles::default()),
             root,
+            writeback_cache,
         })
     }
 
@@ -505,7 +509,8 @@ fn negative_entry(reply: ReplyEntry) {
 
 impl Filesystem for Passthrough {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        negotiate(config)
+        wodfs_fuse::init_flags::negotiate(config, self.writeback_cache);
+        Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -316,23 +316,7 @@ fn reply_xattr(reply: ReplyXattr, size: u32, r: FsResult<Vec<u8>>) {
 
 impl Filesystem for WodFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        use fuser::InitFlags as F;
-        let mut wanted = vec![
-            F::FUSE_DO_READDIRPLUS,
-            F::FUSE_READDIRPLUS_AUTO,
-            F::FUSE_PARALLEL_DIROPS,
-            F::FUSE_HANDLE_KILLPRIV_V2,
-            // A symlink's target never changes: the kernel may keep it.
-            F::FUSE_CACHE_SYMLINKS,
-        ];
-        if self.opts.writeback_cache {
-            wanted.push(F::FUSE_WRITEBACK_CACHE);
-        }
-        for flag in wanted {
-            if let Err(missing) = config.add_capabilities(flag) {
-                log::warn!("kernel does not offer {missing:?}");
-            }
-        }
+        crate::init_flags::negotiate(config, self.opts.writeback_cache);
         Ok(())
     }
 
