@@ -248,3 +248,28 @@ fn passthrough_serves_the_basic_operations_and_stores_in_the_backing_dir() {
     assert!(backing.join("moved/deeper").is_dir());
     fs::remove_dir_all(&scratch).unwrap();
 }
+
+/// `--writeback` (the references as sessions up to 54 ran them, with the
+/// kernel's writeback cache) serves the same operations.
+#[test]
+fn both_serve_the_basic_operations_with_the_writeback_cache() {
+    if !fuse_available() {
+        return;
+    }
+    let scratch = scratch_dir("writeback");
+    let backing = scratch.join("backing");
+    let mountpoint = scratch.join("mnt");
+    fs::create_dir(&backing).unwrap();
+    fs::create_dir(&mountpoint).unwrap();
+    let writeback = Path::new("--writeback");
+    for args in [
+        vec![Path::new("nullfs"), writeback, &mountpoint],
+        vec![Path::new("passthrough"), writeback, &backing, &mountpoint],
+    ] {
+        let mounted = Mounted::start(&args, &mountpoint);
+        exercise(&mountpoint);
+        let status = mounted.unmount();
+        assert!(status.success(), "{args:?}: daemon exit status {status}");
+    }
+    fs::remove_dir_all(&scratch).unwrap();
+}
