@@ -94,6 +94,11 @@ impl Drop for Mounted {
     }
 }
 
+/// Each reference is mounted as the benchmark mounts it (wodfs's INIT
+/// flags) and with the kernel's writeback cache (`--writeback`, as
+/// sessions up to 54 ran them).
+const WRITEBACK_OR_NOT: [&[&str]; 2] = [&[], &["--writeback"]];
+
 /// The operations the benchmarks rely on, checked through the kernel.
 fn exercise(root: &Path) {
     let dir = root.join("dir");
@@ -213,14 +218,21 @@ fn nullfs_serves_the_basic_operations() {
     if !fuse_available() {
         return;
     }
-    let scratch = scratch_dir("nullfs");
-    let mountpoint = scratch.join("mnt");
-    fs::create_dir(&mountpoint).unwrap();
-    let mounted = Mounted::start(&[Path::new("nullfs"), &mountpoint], &mountpoint);
-    exercise(&mountpoint);
-    let status = mounted.unmount();
-    assert!(status.success(), "daemon exit status {status}");
-    fs::remove_dir_all(&scratch).unwrap();
+    for options in WRITEBACK_OR_NOT {
+        let scratch = scratch_dir("nullfs");
+        let mountpoint = scratch.join("mnt");
+        fs::create_dir(&mountpoint).unwrap();
+        let args: Vec<&Path> = [Path::new("nullfs")]
+            .into_iter()
+            .chain(options.iter().map(Path::new))
+            .chain([mountpoint.as_path()])
+            .collect();
+        let mounted = Mounted::start(&args, &mountpoint);
+        exercise(&mountpoint);
+        let status = mounted.unmount();
+        assert!(status.success(), "{options:?}: daemon exit status {status}");
+        fs::remove_dir_all(&scratch).unwrap();
+    }
 }
 
 #[test]
@@ -228,48 +240,27 @@ fn passthrough_serves_the_basic_operations_and_stores_in_the_backing_dir() {
     if !fuse_available() {
         return;
     }
-    let scratch = scratch_dir("passthrough");
-    let backing = scratch.join("backing");
-    let mountpoint = scratch.join("mnt");
-    fs::create_dir(&backing).unwrap();
-    fs::create_dir(&mountpoint).unwrap();
-    let mounted = Mounted::start(
-        &[Path::new("passthrough"), &backing, &mountpoint],
-        &mountpoint,
-    );
-    exercise(&mountpoint);
-    fs::write(mountpoint.join("kept"), b"on the backing fs").unwrap();
-    let status = mounted.unmount();
-    assert!(status.success(), "daemon exit status {status}");
-    assert_eq!(
-        fs::read(backing.join("kept")).unwrap(),
-        b"on the backing fs"
-    );
-    assert!(backing.join("moved/deeper").is_dir());
-    fs::remove_dir_all(&scratch).unwrap();
-}
-
-/// `--writeback` (the references as sessions up to 54 ran them, with the
-/// kernel's writeback cache) serves the same operations.
-#[test]
-fn both_serve_the_basic_operations_with_the_writeback_cache() {
-    if !fuse_available() {
-        return;
-    }
-    let scratch = scratch_dir("writeback");
-    let backing = scratch.join("backing");
-    let mountpoint = scratch.join("mnt");
-    fs::create_dir(&backing).unwrap();
-    fs::create_dir(&mountpoint).unwrap();
-    let writeback = Path::new("--writeback");
-    for args in [
-        vec![Path::new("nullfs"), writeback, &mountpoint],
-        vec![Path::new("passthrough"), writeback, &backing, &mountpoint],
-    ] {
+    for options in WRITEBACK_OR_NOT {
+        let scratch = scratch_dir("passthrough");
+        let backing = scratch.join("backing");
+        let mountpoint = scratch.join("mnt");
+        fs::create_dir(&backing).unwrap();
+        fs::create_dir(&mountpoint).unwrap();
+        let args: Vec<&Path> = [Path::new("passthrough")]
+            .into_iter()
+            .chain(options.iter().map(Path::new))
+            .chain([backing.as_path(), mountpoint.as_path()])
+            .collect();
         let mounted = Mounted::start(&args, &mountpoint);
         exercise(&mountpoint);
+        fs::write(mountpoint.join("kept"), b"on the backing fs").unwrap();
         let status = mounted.unmount();
-        assert!(status.success(), "{args:?}: daemon exit status {status}");
+        assert!(status.success(), "{options:?}: daemon exit status {status}");
+        assert_eq!(
+            fs::read(backing.join("kept")).unwrap(),
+            b"on the backing fs"
+        );
+        assert!(backing.join("moved/deeper").is_dir());
+        fs::remove_dir_all(&scratch).unwrap();
     }
-    fs::remove_dir_all(&scratch).unwrap();
 }
