@@ -107,12 +107,13 @@ def verdict(ok):
     return "not measured" if ok is None else ("**met**" if ok else "not met")
 
 
-def lines(run):
+def checks(run):
+    """Each target of `run`: (target, measured, ok), ok None if not measured."""
     rows = table(run["results"])
-    out = ["| target | measured | met |", "|---|---|---|"]
+    out = []
 
     def row(target, measured, ok):
-        out.append(f"| {target} | {measured} | {verdict(ok)} |")
+        out.append((target, measured, ok))
 
     def vs_best(workload, step):
         by_fs = rows.get((workload, step), {})
@@ -200,17 +201,24 @@ def lines(run):
     return out
 
 
+def lines(run):
+    """The table of `run`'s targets: target, measured, met."""
+    out = ["| target | measured | met |", "|---|---|---|"]
+    for target, measured, ok in checks(run):
+        out.append(f"| {target} | {measured} | {verdict(ok)} |")
+    return out
+
+
 def tally(runs):
     """Per target: how many of `runs` met it, and each run's verdict."""
     verdicts = {}
     for run in runs:
-        for line in lines(run)[2:]:
-            target, _measured, ok = line.strip("| ").split(" | ")
+        for target, _measured, ok in checks(run):
             verdicts.setdefault(target, []).append(ok)
-    mark = {"**met**": "✓", "not met": "✗", "not measured": "–"}
+    mark = {True: "✓", False: "✗", None: "–"}
     out = ["| target | met in | per run |", "|---|---|---|"]
     for target, oks in verdicts.items():
-        met = sum(ok == "**met**" for ok in oks)
+        met = sum(ok is True for ok in oks)
         out.append(f"| {target} | {met} of {len(oks)} | {' '.join(mark[ok] for ok in oks)} |")
     return out
 

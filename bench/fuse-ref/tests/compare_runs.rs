@@ -3,8 +3,11 @@
 //! not a step whose slowdown nullfs shared, nor one that only looks slower
 //! because nullfs got faster, nor a step too short to judge.
 
+mod bench_scripts;
+
 use std::path::PathBuf;
-use std::process::Command;
+
+use bench_scripts::{python3_present, run_json, run_script, scratch_dir};
 
 /// One result row as bench/run.py writes it (the fields compare.py reads).
 fn row(fs: &str, step: &str, wall_s: f64, peak_mib: u64) -> String {
@@ -18,18 +21,12 @@ fn row(fs: &str, step: &str, wall_s: f64, peak_mib: u64) -> String {
     )
 }
 
-fn run_json(rows: &[String]) -> String {
-    format!(r#"{{"meta": {{}}, "results": [{}]}}"#, rows.join(", "))
-}
-
 #[test]
 fn compare_flags_what_wodfs_lost_and_nothing_else() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 is missing");
+    if !python3_present() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("compare-runs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("compare-runs");
     // (file system, step, wall s before, after, peak MiB before, after)
     let steps = [
         ("wodfs", "regressed", 10.0, 20.0, 300, 300),
@@ -56,15 +53,7 @@ fn compare_flags_what_wodfs_lost_and_nothing_else() {
     let (a, b) = (dir.join("before.json"), dir.join("after.json"));
     std::fs::write(&a, before).unwrap();
     std::fs::write(&b, after).unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../compare.py");
-    let compare = |x: &PathBuf, y: &PathBuf| {
-        Command::new("python3")
-            .arg(&script)
-            .arg(x)
-            .arg(y)
-            .output()
-            .unwrap()
-    };
+    let compare = |x: &PathBuf, y: &PathBuf| run_script("compare.py", &[x, y]);
     let out = compare(&a, &b);
     let same = compare(&a, &a);
     let _ = std::fs::remove_dir_all(&dir);

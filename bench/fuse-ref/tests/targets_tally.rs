@@ -2,32 +2,32 @@
 //! how many runs the target was met and each run's verdict in order; a
 //! target no run measured is a dash, never a miss.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod bench_scripts;
+
+use std::path::{Path, PathBuf};
+
+use bench_scripts::{python3_present, run_json, run_script, scratch_dir};
 
 /// The random 4-byte writes of one run: wodfs's time and bytes against
 /// ext4's (the fields targets.py reads).
-fn run_json(wodfs_s: f64, wodfs_bytes: u64) -> String {
+fn random_writes(wodfs_s: f64, wodfs_bytes: u64) -> String {
     let row = |fs: &str, value: f64, bytes: u64| {
         format!(
             r#"{{"workload": "seqio", "step": "random-write", "fs": "{fs}", "unit": "s", "better": "lower", "value": {value}, "dev_write_bytes": {bytes}}}"#
         )
     };
-    let rows = [
+    run_json(&[
         row("wodfs", wodfs_s, wodfs_bytes),
         row("ext4", 1.0, 40 << 20),
-    ];
-    format!(r#"{{"meta": {{}}, "results": [{}]}}"#, rows.join(", "))
+    ])
 }
 
 #[test]
 fn several_runs_are_tallied_per_target() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 is missing");
+    if !python3_present() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("targets-tally-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("targets-tally");
     // Time met in the first and third run, bytes met in the first only.
     let runs = [(0.3, 1 << 20), (0.7, 1 << 20), (0.4, 8 << 20)];
     let paths: Vec<PathBuf> = runs
@@ -35,21 +35,13 @@ fn several_runs_are_tallied_per_target() {
         .enumerate()
         .map(|(i, &(s, bytes))| {
             let path = dir.join(format!("run{i}.json"));
-            std::fs::write(&path, run_json(s, bytes)).unwrap();
+            std::fs::write(&path, random_writes(s, bytes)).unwrap();
             path
         })
         .collect();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../targets.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .args(&paths)
-        .output()
-        .unwrap();
-    let single = Command::new("python3")
-        .arg(&script)
-        .arg(&paths[0])
-        .output()
-        .unwrap();
+    let all: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let out = run_script("targets.py", &all);
+    let single = run_script("targets.py", &all[..1]);
     let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
