@@ -35,8 +35,9 @@ pub struct MountOpts {
     /// Background checkpoint interval.
     pub checkpoint_secs: u64,
     /// How often the log is made durable without being asked
-    /// (`commit=SECS`, ext4's name): the most a crash loses of writes
-    /// nobody synced.
+    /// (`commit=SECS`, ext4's name), and the write coalescer hands what it
+    /// holds to the engine: a crash loses at most three intervals of
+    /// writes nobody synced.
     pub commit_ms: u64,
     /// Request threads.
     pub threads: usize,

@@ -122,6 +122,7 @@ fn serve(image: &Path, dir: &Path, opts: &MountOpts, ready: impl FnOnce()) -> Re
         noexec: opts.noexec,
         checkpoint_secs: opts.checkpoint_secs,
         log_sync_ms: opts.commit_ms,
+        run_age_ms: opts.commit_ms,
         threads: opts.threads,
         poll_idle: Some(Duration::from_micros(opts.poll_us)),
         counters: Default::default(),

@@ -35,8 +35,10 @@
 //!   (group commit) before answering; the `WODFS_IOC_SYNC` ioctl
 //!   (`wodfs sync`), a signal and unmount write a checkpoint. The engine's
 //!   background thread flushes the log every second and checkpoints every
-//!   minute. `sync(1)` and `syncfs(2)` never reach a FUSE daemon, so the
-//!   loss window after a crash is one log-flush interval plus whatever the
+//!   minute. Written bytes the coalescer holds (`pending.rs`) are handed
+//!   to the engine within two such intervals ([`run_ageing`]).
+//!   `sync(1)` and `syncfs(2)` never reach a FUSE daemon, so the loss
+//!   window after a crash is three log-flush intervals plus whatever the
 //!   kernel still holds in its page cache (with the writeback cache: dirty
 //!   pages not yet written back, up to the kernel's dirty expiry, 30 s).
 //! * A lazy unmount (`umount -l`) detaches the mount at once; the daemon
@@ -57,6 +59,7 @@ pub mod poll;
 pub mod polled;
 mod read_worker;
 pub mod readahead;
+pub mod run_ageing;
 mod serve;
 pub mod table;
 

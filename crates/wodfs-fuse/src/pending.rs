@@ -12,9 +12,14 @@
 //!   writes ([`PendingWrites::hold_attr`]).
 //! * No request observes a state without the runs (sizes, times,
 //!   contents, renames that change a location):
-//!   - requests that change names, or read contents or many inodes'
-//!     attributes (MKDIR, READDIR, READ, RENAME, UNLINK, STATFS, ...)
-//!     write every run first; a RENAME writes the renamed file's own run
+//!   - requests that change names, or read many inodes' attributes
+//!     (MKDIR, READDIR, RENAME, UNLINK, STATFS, fsync, ...) write every
+//!     run first, together, in as few batches as hold them
+//!     ([`wodfs_fs::Fs::write_held_together`]); a READ, FLUSH or RELEASE
+//!     (of a file with no run at a path) writes its own file's run alone,
+//!     and GETXATTR and LISTXATTR none (runs hold no xattrs): the runs of
+//!     small files overwritten between reads of others (TableFS) gather
+//!     and make one batch instead of one each; a RENAME writes the renamed file's own run
 //!     in its batch, at the new name ([`PendingWrites::rename`]), and a
 //!     MKDIR, MKNOD or SYMLINK a lone run in its batch, ahead of the new
 //!     name ([`PendingWrites::make`]); a CREATE, which reads and changes
@@ -38,11 +43,15 @@
 //!   - a RELEASE of a file at a path leaves its run pending (rsync sets
 //!     times and mode after closing; the next request writes it), see
 //!     [`PendingWrites::held_at_path`]; WRITE, OPEN and FORGET write none.
+//! * No run waits long: every `commit` interval the runs begun before the
+//!   previous interval are written ([`PendingWrites::write_aged`], called
+//!   by [`crate::run_ageing`]), so the log sync makes them durable even
+//!   if no request follows.
 //! * A flush that fails (it runs on behalf of some other request) keeps its
 //!   errno for the inode; the next fsync, flush or release of that inode
 //!   reports it, as the kernel reports a failed page writeback.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -74,17 +83,20 @@ struct Run {
     /// from it ([`PendingWrites::set_attr`]), written with its bytes; `None`
     /// if none was: writing the run then makes them as a write does.
     attr: Option<Attr>,
+    /// The age tick the run began in ([`PendingWrites::write_aged`]).
+    born: u64,
 }
 
 impl Run {
     /// A run with nothing gathered yet, continued by a write at `offset`.
-    fn empty(loc: Loc, offset: u64, kill_priv: KillPriv) -> Run {
+    fn empty(loc: Loc, offset: u64, kill_priv: KillPriv, born: u64) -> Run {
         Run {
             loc,
             offset,
             data: Vec::new(),
             kill_priv,
             attr: None,
+            born,
         }
     }
 
@@ -123,6 +135,8 @@ pub struct PendingWrites {
     runs: Mutex<IntMap<u64, Run>>,
     errors: Mutex<IntMap<u64, i32>>,
     counters: Arc<RequestCounters>,
+    /// Counts the calls of [`PendingWrites::write_aged`].
+    age_tick: AtomicU64,
 }
 
 impl PendingWrites {
@@ -197,7 +211,7 @@ impl PendingWrites {
             let bytes = HeldBytes::new(offset, data, kill_priv);
             let after = self.write_bytes(fs, &loc, bytes)?.perm;
             let end = offset + data.len() as u64;
-            runs.insert(ino, Run::empty(loc, end, kill_priv));
+            runs.insert(ino, Run::empty(loc, end, kill_priv, self.tick()));
             return Ok(after != before);
         }
         if data.len() >= COALESCE_BYTES / 2 {
@@ -217,6 +231,7 @@ impl PendingWrites {
                 data: gathered,
                 kill_priv,
                 attr: None,
+                born: self.tick(),
             },
         );
         // Room counts: many small runs hold more than their bytes.
@@ -228,16 +243,59 @@ impl PendingWrites {
         Ok(false)
     }
 
+    /// The current age tick.
+    fn tick(&self) -> u64 {
+        self.age_tick.load(Ordering::Relaxed)
+    }
+
+    /// Writes the runs begun before the previous call, and starts a new
+    /// age tick. Called every `commit` interval ([`crate::run_ageing`]), it
+    /// bounds how long bytes wait here, where no log sync reaches them:
+    /// between one and two intervals. Until session 56 a run that no
+    /// request followed stayed pending for good (`echo x > f`, then a
+    /// crash seconds later, lost the bytes however long the wait).
+    pub fn write_aged(&self, fs: &Fs) {
+        let tick = self.age_tick.fetch_add(1, Ordering::Relaxed);
+        let mut runs = self.runs.lock();
+        let aged: Vec<(u64, Run)> = runs.extract_if(|_, run| run.born < tick).collect();
+        self.write_together(fs, aged);
+    }
+
     /// Writes every pending run (errors are kept per inode).
     pub fn flush_all(&self, fs: &Fs) {
         self.write_drained(fs, &mut self.runs.lock());
     }
 
-    /// Writes and removes every run of `runs` (the locked map).
-    fn write_drained(&self, fs: &Fs, runs: &mut IntMap<u64, Run>) {
-        for (ino, run) in runs.drain() {
+    /// Writes the run of `ino`, if it has one, and no other: a READ
+    /// observes its own file's bytes alone.
+    pub fn flush_one(&self, fs: &Fs, ino: u64) {
+        let run = self.runs.lock().remove(&ino);
+        if let Some(run) = run {
             self.write_deferred(fs, ino, &run);
         }
+    }
+
+    /// Writes and removes every run of `runs` (the locked map).
+    fn write_drained(&self, fs: &Fs, runs: &mut IntMap<u64, Run>) {
+        let drained: Vec<(u64, Run)> = runs.drain().collect();
+        self.write_together(fs, drained);
+    }
+
+    /// Writes `runs` on behalf of another request, in as few batches as
+    /// hold them ([`Fs::write_held_together`]): the small files' runs that
+    /// gathered while other files were read make one batch, not one each.
+    /// A failure is kept for the inode's next fsync or release.
+    fn write_together(&self, fs: &Fs, mut runs: Vec<(u64, Run)>) {
+        runs.retain(|(_, run)| run.holds_anything());
+        if let [(ino, run)] = runs.as_slice() {
+            return self.write_deferred(fs, *ino, run);
+        }
+        let held: Vec<(&Loc, HeldBytes<'_>)> =
+            runs.iter().map(|(_, run)| (&run.loc, run.held())).collect();
+        let batches = fs.write_held_together(&held, |i, e| self.keep_error(runs[i].0, e));
+        self.counters
+            .engine_writes
+            .fetch_add(batches, Ordering::Relaxed);
     }
 
     /// Renames `old_dir/old_name` to `new_dir/new_name` after writing
@@ -433,7 +491,7 @@ impl PendingWrites {
         self.write_other_runs(fs, &mut runs, ino);
         let mut attr = stored.clone();
         set.apply_to(&mut attr, Timespec::now());
-        let mut run = Run::empty(loc, stored.size, KillPriv::Keep);
+        let mut run = Run::empty(loc, stored.size, KillPriv::Keep, self.tick());
         run.attr = Some(attr.clone());
         runs.insert(ino, run);
         FromRun::Answered(attr)
@@ -442,10 +500,10 @@ impl PendingWrites {
     /// Writes every run but that of `ino` (kept for its fsync or release
     /// if that fails).
     fn write_other_runs(&self, fs: &Fs, runs: &mut IntMap<u64, Run>, ino: u64) {
-        let others: Vec<u64> = runs.keys().copied().filter(|&i| i != ino).collect();
-        for other in others {
-            let run = runs.remove(&other).expect("listed");
-            self.write_deferred(fs, other, &run);
+        let kept = runs.remove(&ino);
+        self.write_drained(fs, runs);
+        if let Some(run) = kept {
+            runs.insert(ino, run);
         }
     }
 
@@ -465,9 +523,18 @@ impl PendingWrites {
     }
 
     /// Writes every pending run, then reports (and forgets) a failed
-    /// deferred write of `ino`.
+    /// deferred write of `ino` (fsync: what was written before it is
+    /// durable after it, whichever file it was written to).
     pub fn settle(&self, fs: &Fs, ino: u64) -> FsResult<()> {
         self.flush_all(fs);
+        self.take_error(ino)
+    }
+
+    /// Writes the run of `ino` alone, then reports (and forgets) a failed
+    /// deferred write of it (FLUSH, RELEASE: they report on their own
+    /// file; the other runs wait to be written together).
+    pub fn settle_own(&self, fs: &Fs, ino: u64) -> FsResult<()> {
+        self.flush_one(fs, ino);
         self.take_error(ino)
     }
 

@@ -19,6 +19,7 @@ use crate::notify::KernelNotifier;
 use crate::pending::PendingWrites;
 use crate::poll::DEFAULT_POLL_IDLE;
 use crate::polled::mount_polled;
+use crate::run_ageing::RunAgeing;
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -39,8 +40,14 @@ pub struct MountOptions {
     /// Seconds between background checkpoints.
     pub checkpoint_secs: u64,
     /// Milliseconds between background log flushes: the most a crash
-    /// loses of writes nobody fsynced (plus what the kernel still caches).
+    /// loses of writes nobody fsynced (plus what the kernel still caches,
+    /// and `run_age_ms`).
     pub log_sync_ms: u64,
+    /// Milliseconds between hand-overs of the write coalescer's older
+    /// runs to the engine ([`crate::run_ageing`]): written bytes wait
+    /// there at most two of them. The `wodfs` command sets it to
+    /// `log_sync_ms` (`commit=`).
+    pub run_age_ms: u64,
     /// Request-loop threads.
     pub threads: usize,
     /// Poll the FUSE device until this long after the last request instead
@@ -62,6 +69,7 @@ impl Default for MountOptions {
             noexec: false,
             checkpoint_secs: 60,
             log_sync_ms: 1000,
+            run_age_ms: 1000,
             threads: 1,
             poll_idle: Some(DEFAULT_POLL_IDLE),
             counters: Arc::default(),
@@ -159,7 +167,13 @@ pub fn serve(
     // thread is never stopped for long (`wodfs_fs::BackPressureWorker`).
     let back_pressure = fs.start_back_pressure_worker();
     let poll_watcher = device_poll.start();
+    let run_ageing = RunAgeing::start(
+        Arc::clone(&pending),
+        Arc::clone(&fs),
+        Duration::from_millis(opts.run_age_ms.max(1)),
+    )?;
     let served = session.run();
+    run_ageing.stop();
     poll_watcher.stop();
     log::info!(
         "{} requests; the device was polled in {} bursts, {} of them cut short for a busy CPU",

@@ -10,7 +10,7 @@
 use wodfs_engine::Op;
 
 use crate::attr::{Attr, Kind, Timespec};
-use crate::error::{err, FsResult};
+use crate::error::{err, FsError, FsResult};
 use crate::fs::{update_attr, Fs, Guard};
 use crate::loc::Loc;
 use crate::privs::KillPriv;
@@ -28,6 +28,11 @@ const POINT_READ_BLOCKS: u64 = 4;
 /// faster with more requests in flight) while the reader works through
 /// the one just read.
 const READ_AHEAD_BLOCKS: u64 = (16 << 20) / BLOCK;
+
+/// What a file's entry in a batch of several files' bytes costs besides
+/// its bytes ([`Fs::write_held_together`]): block keys and the attribute
+/// record's patches.
+const HELD_OVERHEAD_BYTES: usize = 256;
 
 /// Largest file size (signed 64-bit `off_t`).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
@@ -331,6 +336,80 @@ impl Fs {
             last = Some(self.write_batch(loc, held)?);
         }
         last.map_or_else(|| self.getattr(loc), Ok)
+    }
+
+    /// Writes several files' held bytes, each as [`Fs::write_then_set`]
+    /// writes it, in as few batches as hold them: many small files' runs,
+    /// handed over together, make one batch (one lock, one log record, the
+    /// noted access times written once) instead of one each. Bytes too
+    /// many for a batch are written alone, in pieces. `failed(i, e)` hears
+    /// of every entry not written. Returns the number of batches written.
+    pub fn write_held_together(
+        &self,
+        held: &[(&Loc, HeldBytes<'_>)],
+        mut failed: impl FnMut(usize, &FsError),
+    ) -> u64 {
+        let chunk = self.write_chunk_bytes();
+        let mut batches = 0;
+        let mut group = Vec::new();
+        let mut group_bytes = 0;
+        for (i, (loc, bytes)) in held.iter().enumerate() {
+            // Keys and attribute patches count too: a run of setattrs
+            // alone holds no bytes.
+            let weight = bytes.data.len() + HELD_OVERHEAD_BYTES;
+            if bytes.data.len() > chunk {
+                batches += bytes.data.len().div_ceil(chunk) as u64;
+                if let Err(e) = self.write_then_set(loc, *bytes) {
+                    failed(i, &e);
+                }
+                continue;
+            }
+            if group_bytes + weight > chunk {
+                batches += self.write_group(held, &group, &mut failed);
+                group.clear();
+                group_bytes = 0;
+            }
+            group.push(i);
+            group_bytes += weight;
+        }
+        batches + self.write_group(held, &group, &mut failed)
+    }
+
+    /// The entries `group` of `held` (together one batch's worth) written
+    /// as one batch; returns 1 if a batch was written, else 0.
+    fn write_group(
+        &self,
+        held: &[(&Loc, HeldBytes<'_>)],
+        group: &[usize],
+        failed: &mut impl FnMut(usize, &FsError),
+    ) -> u64 {
+        if group.is_empty() {
+            return 0;
+        }
+        self.back_pressure.pace_writer();
+        let g = self.lock();
+        let mut ops = Vec::new();
+        let mut in_batch = Vec::with_capacity(group.len());
+        for &i in group {
+            let (loc, bytes) = held[i];
+            let outcome = match bytes.end() {
+                None => err(libc::EFBIG),
+                Some(_) => self.held_ops(&g, loc, bytes, &mut ops),
+            };
+            match outcome {
+                Ok(_) => in_batch.push(i),
+                Err(e) => failed(i, &e),
+            }
+        }
+        if ops.is_empty() {
+            return 0;
+        }
+        if let Err(e) = g.write_owned(ops) {
+            for i in in_batch {
+                failed(i, &e);
+            }
+        }
+        1
     }
 
     /// `held` (one batch's worth) written into the file at `loc`.

@@ -62,7 +62,11 @@ impl WodFuse {
     ) {
         self.opts.counters.reads.fetch_add(1, Ordering::Relaxed);
         guarded("read", || {
-            self.pending.flush_all(&self.fs);
+            // The file's own run only: other files' bytes change nothing
+            // a READ returns, and their runs, gathered, are written
+            // together later (TableFS's small-file queries: the previous
+            // overwrite's run was a batch of its own, written here).
+            self.pending.flush_one(&self.fs, ino.0);
             let loc = match self.loc(ino) {
                 Ok(loc) => loc,
                 Err(e) => return reply.error(errno(&e)),
@@ -136,7 +140,7 @@ impl WodFuse {
         reply: ReplyEmpty,
     ) {
         guarded("flush", || {
-            reply_empty(reply, self.pending.settle(&self.fs, ino.0));
+            reply_empty(reply, self.pending.settle_own(&self.fs, ino.0));
         });
     }
 
@@ -154,7 +158,7 @@ impl WodFuse {
             let settled = if self.pending.held_at_path(ino.0) {
                 self.pending.take_error(ino.0)
             } else {
-                self.pending.settle(&self.fs, ino.0)
+                self.pending.settle_own(&self.fs, ino.0)
             };
             let released = self.fs.release_file(ino.0);
             reply_empty(reply, settled.and(released))

@@ -117,7 +117,7 @@ pub fn mount(image: &Path, mnt: &Path, writeback: bool) -> Mounted {
 /// an `flock` on its descriptor, and a child another test thread is
 /// spawning at the moment the previous mount closes it (`umount`, `mkfs`)
 /// holds a copy of the descriptor, and with it the lock, until it execs.
-fn open_image(image: &Path) -> FileDevice {
+pub fn open_image(image: &Path) -> FileDevice {
     for _ in 0..100 {
         match FileDevice::open(image) {
             Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
@@ -131,6 +131,21 @@ fn open_image(image: &Path) -> FileDevice {
 
 /// Mounts the file system on `dev` (for instance a counting wrapper).
 pub fn mount_device(dev: Box<dyn wodfs_device::Device>, mnt: &Path, writeback: bool) -> Mounted {
+    mount_with(dev, mnt, writeback, HOUR_MS)
+}
+
+/// An hour: runs are not handed over by age during a test (that counts
+/// batches) unless it asks for it.
+const HOUR_MS: u64 = 3_600_000;
+
+/// Mounts the file system on `dev`, handing the write coalescer's runs
+/// to the engine by age every `run_age_ms`.
+pub fn mount_with(
+    dev: Box<dyn wodfs_device::Device>,
+    mnt: &Path,
+    writeback: bool,
+    run_age_ms: u64,
+) -> Mounted {
     let image = mnt.display().to_string();
     let fs = Arc::new(Fs::open(dev, 64 << 20, FsOptions::default()).unwrap());
     let counters = Arc::new(RequestCounters::default());
@@ -138,6 +153,7 @@ pub fn mount_device(dev: Box<dyn wodfs_device::Device>, mnt: &Path, writeback: b
         fs_name: image,
         writeback_cache: writeback,
         counters: Arc::clone(&counters),
+        run_age_ms,
         ..MountOptions::default()
     };
     let (tx, rx) = mpsc::channel();
