@@ -19,8 +19,9 @@
 //!     (of a file with no run at a path) writes its own file's run alone,
 //!     and GETXATTR and LISTXATTR none (runs hold no xattrs): the runs of
 //!     small files overwritten between reads of others (TableFS) gather
-//!     and make one batch instead of one each; a RENAME writes the renamed file's own run
-//!     in its batch, at the new name ([`PendingWrites::rename`]), and a
+//!     and make one batch instead of one each; a RENAME writes the
+//!     renamed file's own run in its batch, at the new name
+//!     ([`PendingWrites::rename`]), and a
 //!     MKDIR, MKNOD or SYMLINK a lone run in its batch, ahead of the new
 //!     name ([`PendingWrites::make`]); a CREATE, which reads and changes
 //!     no run, is answered before the runs are written, and they are
@@ -267,10 +268,11 @@ impl PendingWrites {
     }
 
     /// Writes the run of `ino`, if it has one, and no other: a READ
-    /// observes its own file's bytes alone.
+    /// observes its own file's bytes alone. The map stays locked until the
+    /// run is written, so no other request thread sees the file without it.
     pub fn flush_one(&self, fs: &Fs, ino: u64) {
-        let run = self.runs.lock().remove(&ino);
-        if let Some(run) = run {
+        let mut runs = self.runs.lock();
+        if let Some(run) = runs.remove(&ino) {
             self.write_deferred(fs, ino, &run);
         }
     }

@@ -343,7 +343,8 @@ impl Fs {
     /// handed over together, make one batch (one lock, one log record, the
     /// noted access times written once) instead of one each. Bytes too
     /// many for a batch are written alone, in pieces. `failed(i, e)` hears
-    /// of every entry not written. Returns the number of batches written.
+    /// of every entry not written. Returns the number of batches handed to
+    /// the engine.
     pub fn write_held_together(
         &self,
         held: &[(&Loc, HeldBytes<'_>)],
@@ -376,7 +377,7 @@ impl Fs {
     }
 
     /// The entries `group` of `held` (together one batch's worth) written
-    /// as one batch; returns 1 if a batch was written, else 0.
+    /// as one batch; returns 1 if a batch was handed to the engine, else 0.
     fn write_group(
         &self,
         held: &[(&Loc, HeldBytes<'_>)],
