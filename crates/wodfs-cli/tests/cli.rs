@@ -182,6 +182,19 @@ fn wait_gone(pid: i32) {
     panic!("daemon {pid} did not exit");
 }
 
+/// Kills the daemon serving `img` with SIGKILL (a crash: no checkpoint,
+/// no log flush) and detaches its dead mount from `mnt`.
+fn crash_daemon(img: &str, mnt: &str) {
+    let pid = daemon_pid(img).expect("daemon running");
+    Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    wait_gone(pid);
+    let _ = Command::new("umount").arg("-l").arg(mnt).output();
+}
+
 #[test]
 fn daemon_mount_sync_sigterm_and_remount() {
     if !fuse_ok() {
@@ -254,14 +267,7 @@ fn sigkill_during_a_workload_loses_nothing_fsynced() {
     for i in 0..200 {
         std::fs::write(format!("{mnt}/dir/unsynced-{i}"), vec![1u8; 5000]).unwrap();
     }
-    let pid = daemon_pid(&img).expect("daemon running");
-    Command::new("kill")
-        .arg("-KILL")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    wait_gone(pid);
-    let _ = Command::new("umount").arg("-l").arg(&mnt).output();
+    crash_daemon(&img, &mnt);
     let o = wodfs(&["fsck", &img]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = wodfs(&["mount", &img, &mnt]);
@@ -301,14 +307,7 @@ fn unsynced_writes_survive_a_crash_three_commit_intervals_later() {
     assert_eq!(std::fs::read(format!("{mnt}/early")).unwrap(), b"first");
     std::fs::write(format!("{mnt}/last"), vec![7u8; 3000]).unwrap();
     std::thread::sleep(Duration::from_millis(4500));
-    let pid = daemon_pid(&img).expect("daemon running");
-    Command::new("kill")
-        .arg("-KILL")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    wait_gone(pid);
-    let _ = Command::new("umount").arg("-l").arg(&mnt).output();
+    crash_daemon(&img, &mnt);
     let o = wodfs(&["mount", &img, &mnt]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read(format!("{mnt}/early")).unwrap(), b"first");
