@@ -257,9 +257,7 @@ impl PendingWrites {
     /// crash seconds later, lost the bytes however long the wait).
     pub fn write_aged(&self, fs: &Fs) {
         let tick = self.age_tick.fetch_add(1, Ordering::Relaxed);
-        let mut runs = self.runs.lock();
-        let aged: Vec<(u64, Run)> = runs.extract_if(|_, run| run.born < tick).collect();
-        self.write_together(fs, aged);
+        self.write_where(fs, &mut self.runs.lock(), |_, run| run.born < tick);
     }
 
     /// Writes every pending run (errors are kept per inode).
@@ -279,19 +277,24 @@ impl PendingWrites {
 
     /// Writes and removes every run of `runs` (the locked map).
     fn write_drained(&self, fs: &Fs, runs: &mut IntMap<u64, Run>) {
-        let drained: Vec<(u64, Run)> = runs.drain().collect();
-        self.write_together(fs, drained);
+        self.write_where(fs, runs, |_, _| true);
     }
 
-    /// Writes `runs` on behalf of another request, in as few batches as
+    /// Removes the runs of `runs` (the locked map) that `pick` picks and
+    /// writes them on behalf of another request, in as few batches as
     /// hold them ([`Fs::write_held_together`]): the small files' runs that
     /// gathered while other files were read make one batch, not one each.
     /// A failure is kept for the inode's next fsync or release.
-    fn write_together(&self, fs: &Fs, mut runs: Vec<(u64, Run)>) {
-        runs.retain(|(_, run)| run.holds_anything());
-        if let [(ino, run)] = runs.as_slice() {
-            return self.write_deferred(fs, *ino, run);
-        }
+    fn write_where(
+        &self,
+        fs: &Fs,
+        runs: &mut IntMap<u64, Run>,
+        mut pick: impl FnMut(u64, &Run) -> bool,
+    ) {
+        let runs: Vec<(u64, Run)> = runs
+            .extract_if(|&ino, run| pick(ino, run))
+            .filter(|(_, run)| run.holds_anything())
+            .collect();
         let held: Vec<(&Loc, HeldBytes<'_>)> =
             runs.iter().map(|(_, run)| (&run.loc, run.held())).collect();
         let batches = fs.write_held_together(&held, |i, e| self.keep_error(runs[i].0, e));
@@ -502,11 +505,7 @@ impl PendingWrites {
     /// Writes every run but that of `ino` (kept for its fsync or release
     /// if that fails).
     fn write_other_runs(&self, fs: &Fs, runs: &mut IntMap<u64, Run>, ino: u64) {
-        let kept = runs.remove(&ino);
-        self.write_drained(fs, runs);
-        if let Some(run) = kept {
-            runs.insert(ino, run);
-        }
+        self.write_where(fs, runs, |other, _| other != ino);
     }
 
     /// `stored`, the attributes the core holds for the file at `loc`, as

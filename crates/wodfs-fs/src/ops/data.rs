@@ -355,6 +355,10 @@ impl Fs {
         let mut group = Vec::new();
         let mut group_bytes = 0;
         for (i, (loc, bytes)) in held.iter().enumerate() {
+            if bytes.end().is_none() {
+                failed(i, &FsError::Posix(libc::EFBIG));
+                continue;
+            }
             // Keys and attribute patches count too: a run of setattrs
             // alone holds no bytes.
             let weight = bytes.data.len() + HELD_OVERHEAD_BYTES;
@@ -393,11 +397,7 @@ impl Fs {
         let mut in_batch = Vec::with_capacity(group.len());
         for &i in group {
             let (loc, bytes) = held[i];
-            let outcome = match bytes.end() {
-                None => err(libc::EFBIG),
-                Some(_) => self.held_ops(&g, loc, bytes, &mut ops),
-            };
-            match outcome {
+            match self.held_ops(&g, loc, bytes, &mut ops) {
                 Ok(_) => in_batch.push(i),
                 Err(e) => failed(i, &e),
             }
